@@ -1,0 +1,36 @@
+# The few commands a newcomer needs. `make demo` and `make test` each work on a fresh clone.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint format clean
+
+# torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
+# `torch` would pull a multi-GB CUDA build.
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/python -m rm train configs/quickstart.yaml
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check rm tests scripts && $(BIN)/ruff format --check rm tests scripts
+
+format: setup
+	$(BIN)/ruff format rm tests scripts && $(BIN)/ruff check --fix rm tests scripts
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,3 @@
+from rm.cli import main
+
+raise SystemExit(main())

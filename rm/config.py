@@ -1,0 +1,327 @@
+"""Typed run configuration: nested dataclasses, YAML files and dotted command-line overrides.
+
+The dataclasses below are the single source of truth for what a run may be told. YAML is merged
+into them key by key, so a typo or a wrong type fails at start-up with the key's dotted name
+(``train.lr``) instead of being ignored until step 10,000. Derived values (total steps, vocab size)
+are computed where they are used and never written back into the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased in the user's terms (file and dotted key)."""
+
+
+@dataclass
+class RandomInitConfig:
+    """Shape of a backbone built from scratch (used when ``model.name_or_path`` is empty)."""
+
+    model_type: str = "llama"
+    """Any `transformers` model type with a sequence-classification class (llama, qwen2, mistral, gpt_neox…)."""
+    hidden_size: int = 128
+    """Width of the residual stream."""
+    num_hidden_layers: int = 2
+    """Number of transformer blocks."""
+    num_attention_heads: int = 4
+    """Attention heads per block."""
+    intermediate_size: int = 256
+    """Width of the MLP."""
+    max_position_embeddings: int = 1024
+    """Longest sequence the position embeddings cover."""
+
+
+@dataclass
+class ModelConfig:
+    """The backbone and its precision."""
+
+    name_or_path: str = ""
+    """Hub name or local path of a pretrained model; empty builds a random model from `random_init`."""
+    random_init: RandomInitConfig = field(default_factory=RandomInitConfig)
+    """Architecture of the random model (ignored when `name_or_path` is set)."""
+    dtype: str = "float32"
+    """Weights' dtype when loading: float32, bfloat16 or float16 (autocast comes from accelerate)."""
+    attn_implementation: str = "sdpa"
+    """Attention kernel passed to transformers: sdpa, eager, flex_attention…"""
+    trust_remote_code: bool = False
+    """Run code shipped inside a Hub repository. Off by default: only turn on for repos you trust."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory (slower)."""
+
+
+@dataclass
+class TokenizerConfig:
+    """Where the tokenizer comes from."""
+
+    name_or_path: str = ""
+    """Hub name or path; empty means `model.name_or_path`, or a BPE trained on the training data for a random model."""
+    vocab_size: int = 2048
+    """Vocabulary size of a tokenizer trained on the fly."""
+
+
+@dataclass
+class SyntheticConfig:
+    """The project's own generated preference data (see `rm/synthetic.py`)."""
+
+    n_train: int = 4000
+    """Training pairs, spread evenly over the subsets."""
+    n_eval: int = 800
+    """Held-out pairs, spread evenly over the subsets."""
+    seed: int = 1234
+    """Generator seed: the same seed writes byte-identical files."""
+
+
+@dataclass
+class DataConfig:
+    """What to train and evaluate on."""
+
+    source: str = "synthetic"
+    """`synthetic`, a local .jsonl/.jsonl.gz file, a directory in the hh-rlhf layout, or a Hub dataset name."""
+    subsets: list[str] = field(default_factory=list)
+    """Subset folders to load from an hh-rlhf layout (local or Hub `data_dir`); empty loads every one found."""
+    train_split: str = "train"
+    """Split (file stem) to train on."""
+    eval_split: str = "test"
+    """Split to evaluate on; empty holds out `eval_fraction` of the training split instead."""
+    eval_fraction: float = 0.1
+    """Fraction of the training split held out when `eval_split` is empty."""
+    split_seed: int = 0
+    """Seed of the held-out split, independent of the training seed."""
+    max_train_pairs: int = 0
+    """Use at most this many training pairs (0: all)."""
+    max_eval_pairs: int = 0
+    """Use at most this many eval pairs (0: all)."""
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    """Settings of the generated data (used when `source` is `synthetic`)."""
+
+
+@dataclass
+class CollatorConfig:
+    """How pairs become tensors."""
+
+    max_length: int = 512
+    """Longest prompt+response in tokens; longer prompts lose whole turns from the left."""
+    layout: str = "padded"
+    """Batch layout: `padded` (chosen and rejected as separate right-padded rows)."""
+
+
+@dataclass
+class LossConfig:
+    """The Bradley-Terry objective."""
+
+    use_margin: bool = False
+    """Subtract each pair's `margin` (when the data has one) inside the sigmoid, as in Llama 2's RM."""
+    center_rewards_coef: float = 0.0
+    """Weight of the mean squared (r_chosen + r_rejected) term that keeps rewards centred on zero."""
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and bookkeeping."""
+
+    lr: float = 1e-4
+    """Peak learning rate of AdamW."""
+    weight_decay: float = 0.0
+    """AdamW weight decay (not applied to biases and norms)."""
+    epochs: float = 1.0
+    """Passes over the training set (fractions allowed); ignored when `max_steps` > 0."""
+    max_steps: int = 0
+    """Optimizer steps to run (0: derive from `epochs`)."""
+    batch_size: int = 8
+    """Pairs per micro-batch on each process."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step."""
+    eval_batch_size: int = 32
+    """Pairs per eval batch on each process."""
+    scheduler: str = "cosine"
+    """Learning-rate schedule after warm-up: cosine, linear or constant."""
+    warmup_ratio: float = 0.05
+    """Fraction of optimizer steps spent warming up linearly from zero."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0: no clipping)."""
+    eval_steps: int = 0
+    """Evaluate every this many optimizer steps (0: only at the end)."""
+    save_steps: int = 0
+    """Save an accelerate checkpoint every this many optimizer steps (0: never mid-run)."""
+    log_steps: int = 10
+    """Log loss and learning rate every this many optimizer steps."""
+    seed: int = 42
+    """Seed of model init, shuffling and dropout."""
+    mixed_precision: str = ""
+    """no, bf16 or fp16; empty keeps what `accelerate launch` / its config chose."""
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
+    """Accelerate trackers to log to (tensorboard, wandb…); empty for none."""
+    num_threads: int = 0
+    """torch CPU threads (0: torch's default)."""
+
+
+@dataclass
+class ExportConfig:
+    """The final `AutoModelForSequenceClassification` export."""
+
+    enabled: bool = True
+    """Write `<output_dir>/export` at the end of the run."""
+
+
+@dataclass
+class RunConfig:
+    """One training run. Every key below can be set in YAML or as `dotted.key=value` on the command line."""
+
+    output_dir: str = "runs/default"
+    """Run directory: config.yaml, eval.json, checkpoints, logs and the export land here."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    collator: CollatorConfig = field(default_factory=CollatorConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "collator.layout": ("padded",),
+    "train.scheduler": ("cosine", "linear", "constant"),
+    "train.mixed_precision": ("", "no", "bf16", "fp16"),
+}
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check `value` against the annotation `tp`, converting only where no information is lost."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return _build(tp, value, key + ".")
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], key)
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # a bug in this file, not in the YAML
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        known = ", ".join(sorted(names))
+        raise ConfigError(f"unknown key {prefix}{unknown[0]} (known under {prefix or 'the top level'}: {known})")
+    kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in raw.items()}
+    return cls(**kwargs)
+
+
+def _validate(cfg: RunConfig) -> None:
+    problems = []
+    for key, allowed in CHOICES.items():
+        value = get_dotted(cfg, key)
+        if value not in allowed:
+            problems.append(f"{key}: {value!r} is not one of {', '.join(map(repr, allowed))}")
+    positive = ["train.batch_size", "train.grad_accum", "train.eval_batch_size", "collator.max_length"]
+    problems += [f"{k}: must be > 0, got {get_dotted(cfg, k)}" for k in positive if get_dotted(cfg, k) <= 0]
+    if not 0.0 < cfg.data.eval_fraction < 1.0:
+        problems.append(f"data.eval_fraction: must be in (0, 1), got {cfg.data.eval_fraction}")
+    if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
+        problems.append("train.epochs: must be > 0 when train.max_steps is 0")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def get_dotted(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, plus floats written without a dot ("1e-4"), which YAML 1.1 reads as strings."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`train.lr=1e-4` -> (["train", "lr"], 1e-4); the value is read as YAML so lists and bools work."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
+    key, raw = text.split("=", 1)
+    value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+    return key.strip().split("."), value
+
+
+def _merge(raw: dict[str, Any], path: list[str], value: Any) -> None:
+    node = raw
+    for depth, part in enumerate(path[:-1]):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{'.'.join(path[: depth + 1])} is a value, not a section")
+    node[path[-1]] = value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type."""
+    raw: dict[str, Any] = {}
+    where = "defaults"
+    if path is not None:
+        where = str(path)
+        try:
+            raw = yaml.load(Path(path).read_text(), Loader=_Loader) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    for text in overrides:
+        keys, value = parse_override(text)
+        _merge(raw, keys, value)
+    try:
+        cfg = _build(RunConfig, raw)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    _validate(cfg)
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

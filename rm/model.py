@@ -1,0 +1,97 @@
+"""The reward model: a `transformers` sequence-classification model used the Bradley-Terry way.
+
+Training holds the same `AutoModelForSequenceClassification` object that is exported, so the
+export is the trained weights under the architecture's own names, nothing renamed. The forward
+pass, though, is rm's own: it runs the backbone, picks each row's last attended position from the
+attention mask (transformers' own head searches for `pad_token_id`, which is wrong when pad == eos),
+and applies the score head to those positions only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+
+from rm.config import ModelConfig
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int | None) -> PreTrainedModel:
+    """Load `cfg.name_or_path`, or build a random model of `cfg.random_init`'s shape (seed first)."""
+    common = {"num_labels": 1, "pad_token_id": pad_token_id}
+    if cfg.name_or_path:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            cfg.name_or_path,
+            dtype=DTYPES[cfg.dtype],
+            attn_implementation=cfg.attn_implementation,
+            trust_remote_code=cfg.trust_remote_code,
+            **common,
+        )
+        if model.get_input_embeddings().num_embeddings < vocab_size:
+            model.resize_token_embeddings(vocab_size)
+    else:
+        r = cfg.random_init
+        config = AutoConfig.for_model(
+            r.model_type,
+            vocab_size=vocab_size,
+            hidden_size=r.hidden_size,
+            num_hidden_layers=r.num_hidden_layers,
+            num_attention_heads=r.num_attention_heads,
+            num_key_value_heads=r.num_attention_heads,
+            intermediate_size=r.intermediate_size,
+            max_position_embeddings=r.max_position_embeddings,
+            eos_token_id=eos_token_id,
+            bos_token_id=None,
+            tie_word_embeddings=False,
+            **common,
+        )
+        model = AutoModelForSequenceClassification.from_config(
+            config, dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
+        )
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def score_head(model: PreTrainedModel) -> nn.Linear:
+    """The architecture's own classifier layer (`score` in Llama, Qwen2, Mistral, GPT-NeoX, GPT-2…)."""
+    for name in ("score", "classifier"):
+        head = getattr(model, name, None)
+        if isinstance(head, nn.Linear):
+            return head
+    raise TypeError(
+        f"{type(model).__name__} has no linear `score` head; rm reads the reward at the last token, "
+        "which needs a decoder-style sequence-classification model"
+    )
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last attended position of each row: [rows, L] -> [rows]. Works for any padding side."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (attention_mask.bool() * positions).amax(dim=1)
+
+
+class RewardModel(nn.Module):
+    """Wraps the sequence-classification model so accelerate (DDP, FSDP) sees one module whose
+    forward returns the rewards; `.hf` is what gets exported."""
+
+    def __init__(self, hf: PreTrainedModel):
+        super().__init__()
+        self.hf = hf
+        score_head(hf)  # fail at construction, not at the first batch, for models without one
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """One scalar reward per row, read at its last attended token: [rows, L] -> [rows] (fp32)."""
+        hidden = self.hf.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        idx = last_token_index(attention_mask)  # [rows]
+        last = hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]  # [rows, hidden]
+        return score_head(self.hf)(last).squeeze(-1).float()
+
+
+def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(r_chosen, r_rejected), each [pairs], from a collated batch (rows 0..B-1 chosen, B..2B-1 rejected)."""
+    r = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # [2B]
+    n = batch["prompt_lengths"].shape[0]
+    return r[:n], r[n:]

@@ -1,0 +1,79 @@
+import gzip
+import json
+
+import pytest
+
+from rm.data import DataError, holdout_split, load_pairs, subset_counts
+
+
+def write_jsonl(path, records, gz=False):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+    if gz:
+        with gzip.open(path, "wt") as f:
+            f.write(lines)
+    else:
+        path.write_text(lines)
+
+
+HH = {"chosen": "\n\nHuman: hi\n\nAssistant: hello", "rejected": "\n\nHuman: hi\n\nAssistant: go away"}
+
+
+def test_hh_layout_subsets_come_from_folder_names(tmp_path):
+    write_jsonl(tmp_path / "harmless-base" / "train.jsonl.gz", [HH] * 3, gz=True)
+    write_jsonl(tmp_path / "helpful-base" / "train.jsonl.gz", [HH] * 2, gz=True)
+    write_jsonl(tmp_path / "helpful-base" / "test.jsonl.gz", [HH], gz=True)
+    pairs = load_pairs(str(tmp_path), "train", [])
+    assert subset_counts(pairs) == {"harmless-base": 3, "helpful-base": 2}
+    assert pairs[0].prompt == "\n\nHuman: hi\n\nAssistant:" and pairs[0].chosen == " hello"
+    assert pairs[0].origin.endswith("harmless-base/train.jsonl.gz:1")
+    assert subset_counts(load_pairs(str(tmp_path), "train", ["helpful-base"])) == {"helpful-base": 2}
+    with pytest.raises(DataError, match="helpful-online"):
+        load_pairs(str(tmp_path), "train", ["helpful-online"])
+
+
+def test_single_file_takes_its_folder_name_and_prompt_records_load(tmp_path):
+    path = tmp_path / "mine" / "prefs.jsonl"
+    write_jsonl(path, [{"prompt": "Q?", "chosen": " yes", "rejected": " no", "margin": 2}])
+    (pair,) = load_pairs(str(path), "train", [])
+    assert (pair.prompt, pair.chosen, pair.rejected, pair.subset, pair.margin) == ("Q?", " yes", " no", "mine", 2.0)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ('{"chosen": "x"', r"prefs\.jsonl:2: malformed JSON"),
+        ({"chosen": "\n\nHuman: a\n\nAssistant: b"}, r"prefs\.jsonl:2: field 'rejected' is missing"),
+        ({"chosen": 3, "rejected": "x"}, r"prefs\.jsonl:2: field 'chosen' must be a string"),
+        ({"chosen": HH["chosen"], "rejected": HH["chosen"]}, r"prefs\.jsonl:2: .*identical"),
+        ({"prompt": "Q", "chosen": " ", "rejected": "no"}, r"prefs\.jsonl:2: field 'chosen' has an empty response"),
+    ],
+)
+def test_bad_records_name_file_line_and_field(tmp_path, bad, message):
+    path = tmp_path / "prefs.jsonl"
+    write_jsonl(path, [HH, bad])
+    with pytest.raises(DataError, match=message):
+        load_pairs(str(path), "train", [])
+
+
+def test_corrupt_gzip_and_missing_source_are_clear(tmp_path):
+    path = tmp_path / "s" / "train.jsonl.gz"
+    path.parent.mkdir()
+    path.write_bytes(b"not gzip at all")
+    with pytest.raises(DataError, match=r"train\.jsonl\.gz: cannot read"):
+        load_pairs(str(path), "train", [])
+    with pytest.raises(DataError, match="not found"):
+        load_pairs(str(tmp_path / "nope.jsonl"), "train", [])
+
+
+def test_holdout_split_is_seeded_stratified_and_disjoint(synthetic_root):
+    pairs = load_pairs(str(synthetic_root), "train", [])
+    a_train, a_eval = holdout_split(pairs, 0.2, seed=3)
+    b_train, b_eval = holdout_split(pairs, 0.2, seed=3)
+    c_train, c_eval = holdout_split(pairs, 0.2, seed=4)
+    assert [p.origin for p in a_eval] == [p.origin for p in b_eval]
+    assert [p.origin for p in a_eval] != [p.origin for p in c_eval]
+    assert not {p.origin for p in a_eval} & {p.origin for p in a_train}
+    assert len(a_train) + len(a_eval) == len(pairs)
+    for subset, n in subset_counts(pairs).items():
+        assert subset_counts(a_eval)[subset] == round(n * 0.2)
