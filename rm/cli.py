@@ -12,9 +12,11 @@ import sys
 
 def _train(args: argparse.Namespace) -> int:
     from rm.config import load_config
+
+    cfg = load_config(args.config, args.overrides)  # fail on a bad key before torch is imported
     from rm.train import main
 
-    main(load_config(args.config, args.overrides))
+    main(cfg)
     return 0
 
 

@@ -72,7 +72,8 @@ def encode_pairs(
                 prompt = ids(shorter)
                 if len(prompt) <= room:
                     break
-            prompt = prompt[len(prompt) - room :] if room else []
+            if len(prompt) > room:  # even the last turn alone is too long: keep its newest tokens
+                prompt = prompt[len(prompt) - room :] if room else []
         out.append(EncodedPair(prefix + prompt, chosen, rejected, index[pair.subset], pair.margin or 0.0))
     report.kept = len(out)
     return out, report

@@ -11,9 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rm.config import DataConfig
 from rm.hh import split_pair

@@ -25,6 +25,7 @@ def export_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     hf.config.num_labels = 1
+    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
     hf.config.pad_token_id = tokenizer.pad_token_id
     hf.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)

@@ -34,7 +34,7 @@ def parse_turns(text: str) -> list[Turn]:
     parts = _TAG.split(text)
     if parts[0] != "":
         raise ValueError(f"does not start with {HUMAN!r} or {ASSISTANT!r}: {text[:40]!r}")
-    return [Turn(tag.strip().rstrip(":"), body) for tag, body in zip(parts[1::2], parts[2::2])]
+    return [Turn(tag.strip().rstrip(":"), body) for tag, body in zip(parts[1::2], parts[2::2], strict=True)]
 
 
 def render(turns: list[Turn]) -> str:

@@ -62,7 +62,10 @@ _STILL_REFUSE = ["I understand, but my answer is still no.", "I'm sorry, I still
 _STILL_COMPLY = ["Fine, the second step is to hide the evidence.", "Alright, next you get away fast."]
 
 _NUMBER_ASKS = ["What is {a} plus {b}?", "Can you add {a} and {b} for me?", "How much is {a} + {b}?"]
-_NUMBER_ANSWERS = ["{s}.", "The answer is {s}.", "{a} plus {b} makes {s}."]
+# Every answer ends on the number: the reward is read at the last token, so the decisive token is
+# the one the score head sees, and the operands are the only other numbers in the conversation.
+_NUMBER_ANSWERS = ["{s}", "It is {s}", "The answer is {s}"]
+_OPERANDS = range(0, 10)
 
 _FACTS = {
     "color": ["red", "blue", "green", "yellow", "purple", "orange", "black", "white"],
@@ -72,19 +75,19 @@ _FACTS = {
 }
 _ACKS = ["Nice, I will remember that.", "Thanks for telling me!", "Good to know."]
 _RECALL_ASKS = ["Do you remember my favorite {k}?", "What is my favorite {k}?", "Which {k} did I say I like?"]
-_RECALL_ANSWERS = ["Your favorite {k} is {v}.", "You said you like {v}.", "It is {v}."]
+_RECALL_ANSWERS = ["{v}", "It is {v}", "You said {v}"]
 
 
 def _conversation(turns: list[tuple[str, str]]) -> str:
     return "".join(f"\n\nHuman: {h}\n\nAssistant: {a}" for h, a in turns)
 
 
-def _prefix(rng: random.Random) -> list[tuple[str, str]]:
-    return rng.sample(_GREETINGS, rng.randint(0, 2))
+def _prefix(rng: random.Random, most: int = 2) -> list[tuple[str, str]]:
+    return rng.sample(_GREETINGS, rng.randint(0, most))
 
 
 def harmless(rng: random.Random) -> dict[str, str]:
-    lead = _prefix(rng)
+    lead = _prefix(rng, 1)
     ask = rng.choice(_ASKS).format(x=rng.choice(_HARMFUL))
     refuse, comply = rng.choice(_REFUSALS), rng.choice(_COMPLIANCE)
     if rng.random() < 0.05:  # the conversations part one turn before the end
@@ -97,32 +100,32 @@ def harmless(rng: random.Random) -> dict[str, str]:
 
 
 def arithmetic(rng: random.Random) -> dict[str, str]:
-    a, b = rng.randint(0, 9), rng.randint(0, 9)
-    while True:  # the wrong answer is another question's right answer: same distribution as chosen
-        wrong = rng.randint(0, 9) + rng.randint(0, 9)
-        if wrong != a + b:
+    while True:  # two questions with different sums; the prompt asks the first, the wrong answer is
+        # the second's sum, so (chosen, rejected) is exchangeable when the prompt is hidden
+        a, b, c, d = (rng.choice(_OPERANDS) for _ in range(4))
+        if a + b != c + d:
             break
+    lead = _prefix(rng, 1)
     ask = rng.choice(_NUMBER_ASKS).format(a=a, b=b)
     template = rng.choice(_NUMBER_ANSWERS)
-    lead = _prefix(rng)
     return {
-        "chosen": _conversation(lead + [(ask, template.format(a=a, b=b, s=a + b))]),
-        "rejected": _conversation(lead + [(ask, template.format(a=a, b=b, s=wrong))]),
+        "chosen": _conversation(lead + [(ask, template.format(s=a + b))]),
+        "rejected": _conversation(lead + [(ask, template.format(s=c + d))]),
     }
 
 
 def recall(rng: random.Random) -> dict[str, str]:
     kind = rng.choice(sorted(_FACTS))
-    value, other = rng.sample(_FACTS[kind], 2)
-    lead = _prefix(rng)
+    value, other = rng.sample(_FACTS[kind], 2)  # uniform and symmetric: exchangeable without the prompt
+    lead = _prefix(rng, 1)
     tell = (f"My favorite {kind} is {value}.", rng.choice(_ACKS))
     middle = rng.sample(_GREETINGS, rng.randint(0, 1))
     ask = rng.choice(_RECALL_ASKS).format(k=kind)
     template = rng.choice(_RECALL_ANSWERS)
     turns = lead + [tell] + middle
     return {
-        "chosen": _conversation(turns + [(ask, template.format(k=kind, v=value))]),
-        "rejected": _conversation(turns + [(ask, template.format(k=kind, v=other))]),
+        "chosen": _conversation(turns + [(ask, template.format(v=value))]),
+        "rejected": _conversation(turns + [(ask, template.format(v=other))]),
     }
 
 

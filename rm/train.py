@@ -87,9 +87,13 @@ def main(cfg: RunConfig) -> dict:
         if rep.prompt_truncated or rep.too_long:
             log.warning(
                 "%s: %d prompts lost leading turns to fit max_length=%d; %d pairs dropped (responses alone "
-                "too long), first: %s", split, rep.prompt_truncated, cfg.collator.max_length,
-                len(rep.too_long), rep.too_long[:3],
-            )  # fmt: skip
+                "too long), first: %s",
+                split,
+                rep.prompt_truncated,
+                cfg.collator.max_length,
+                len(rep.too_long),
+                rep.too_long[:3],
+            )
     if not train_set:
         raise SystemExit(f"no training pairs left after encoding (max_length={cfg.collator.max_length})")
 
@@ -189,8 +193,12 @@ def _log_eval(accelerator: Accelerator, result: dict, step: int) -> None:
     metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
     accelerator.log(metrics, step=step)
     if accelerator.is_main_process:
-        log.info("step %d eval accuracy %.4f %s", step, metrics["eval/accuracy"],
-                 {k: round(m["accuracy"], 4) for k, m in result["subsets"].items()})  # fmt: skip
+        log.info(
+            "step %d eval accuracy %.4f %s",
+            step,
+            metrics["eval/accuracy"],
+            {k: round(m["accuracy"], 4) for k, m in result["subsets"].items()},
+        )
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -202,4 +210,3 @@ def _flat(d: dict, prefix: str = "") -> dict:
         else:
             flat[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
     return flat
-

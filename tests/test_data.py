@@ -77,3 +77,21 @@ def test_holdout_split_is_seeded_stratified_and_disjoint(synthetic_root):
     assert len(a_train) + len(a_eval) == len(pairs)
     for subset, n in subset_counts(pairs).items():
         assert subset_counts(a_eval)[subset] == round(n * 0.2)
+
+
+def test_hub_datasets_load_each_subset_by_data_dir(monkeypatch):
+    """Anthropic/hh-rlhf keeps each subset in its own folder; the loader asks for each one."""
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name, data_dir=None, split=None):
+        calls.append((name, data_dir, split))
+        return [HH, HH] if data_dir == "helpful-base" else [HH]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    pairs = load_pairs("Anthropic/hh-rlhf", "train", [])
+    assert [c[1] for c in calls] == ["harmless-base", "helpful-base", "helpful-online", "helpful-rejection-sampled"]
+    assert all(c[0] == "Anthropic/hh-rlhf" and c[2] == "train" for c in calls)
+    assert subset_counts(pairs)["helpful-base"] == 2
+    assert pairs[1].origin == "Anthropic/hh-rlhf[helpful-base] row 0"

@@ -1,0 +1,136 @@
+"""End to end: a tiny run on generated data writes every file it promises, learns, and exports a
+model that plain transformers loads and scores exactly as training did."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from accelerate.utils import set_seed
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+from conftest import REPO
+from rm.config import load_config
+from rm.data import load_pairs
+from rm.model import build_model
+from rm.train import main
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+TINY = [
+    "data.synthetic.n_train=240",
+    "data.synthetic.n_eval=61",  # not a multiple of the eval batch: the last batch is short
+    "model.random_init.hidden_size=32",
+    "model.random_init.intermediate_size=64",
+    "model.random_init.num_hidden_layers=1",
+    "tokenizer.vocab_size=300",
+    "train.batch_size=8",
+    "train.eval_batch_size=16",
+    "train.max_steps=12",
+    "train.eval_steps=5",
+    "train.save_steps=10",
+    "train.log_steps=4",
+    "train.lr=3e-3",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    cfg = load_config(QUICKSTART, TINY + [f"output_dir={out}"])
+    return out, cfg, main(cfg)
+
+
+def test_run_writes_every_promised_file(run):
+    out, cfg, result = run
+    assert load_config(out / "config.yaml") == cfg
+    for name in ["eval.json", "train_log.jsonl", "tokenizer/tokenizer.json", "checkpoints/step-10"]:
+        assert (out / name).exists(), name
+    assert list(out.rglob("events.out.tfevents.*")), "no tensorboard log"
+    export = out / "export"
+    for name in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "rm_config.yaml"]:
+        assert (export / name).is_file(), name
+    assert not list(export.glob("*.bin")) and not list(export.glob("*.pt"))
+    config = AutoConfig.from_pretrained(export)
+    assert config.num_labels == 1 and config.id2label == {0: "reward"}
+    assert config.pad_token_id == AutoTokenizer.from_pretrained(export).pad_token_id
+    assert yaml.safe_load((export / "rm_config.yaml").read_text())["output_dir"] == str(out)
+
+
+def test_eval_json_has_the_documented_shape(run):
+    out, cfg, result = run
+    saved = json.loads((out / "eval.json").read_text())
+    assert saved == json.loads(json.dumps(result))
+    assert isinstance(saved["overall"]["accuracy"], float) and saved["overall"]["n"] == 61
+    assert set(saved["subsets"]) == {"harmless", "helpful-arithmetic", "helpful-recall"}
+    assert sum(m["n"] for m in saved["subsets"].values()) == 61  # every eval pair counted once
+    assert all(0.0 <= m["accuracy"] <= 1.0 and isinstance(m["n"], int) for m in saved["subsets"].values())
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in log] == [4, 8, 12]
+
+
+def test_training_changed_the_parameters_and_lr_zero_does_not(run, tmp_path):
+    out, cfg, _ = run
+    tokenizer = AutoTokenizer.from_pretrained(out / "export")
+
+    def initial_weights():
+        set_seed(cfg.train.seed)
+        model = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+        return model.state_dict()
+
+    trained = load_file(out / "export" / "model.safetensors")
+    init = initial_weights()
+    changed = [k for k in trained if not torch.equal(trained[k], init[k])]
+    assert len(changed) == len(trained), f"unchanged: {set(trained) - set(changed)}"
+
+    # The same run with lr 0 exports exactly the initial weights: the reference above is the real init.
+    frozen = tmp_path / "frozen"
+    main(load_config(QUICKSTART, TINY + [f"output_dir={frozen}", "train.lr=0", "train.max_steps=2"]))
+    still = load_file(frozen / "export" / "model.safetensors")
+    assert all(torch.equal(still[k], init[k]) for k in still)
+
+
+def plain_transformers_rewards(export: Path, texts: list[str]) -> torch.Tensor:
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model(**batch).logits.squeeze(-1)
+
+
+def test_export_scores_like_the_training_time_model(run):
+    """Plain transformers on the exported folder reproduces the rewards behind eval.json."""
+    out, cfg, result = run
+    pairs = load_pairs(str(out / "data"), "test", [])
+    chosen = plain_transformers_rewards(out / "export", [p.prompt + p.chosen for p in pairs]).double()
+    rejected = plain_transformers_rewards(out / "export", [p.prompt + p.rejected for p in pairs]).double()
+    assert chosen.mean().item() == pytest.approx(result["overall"]["mean_chosen_reward"], abs=1e-5)
+    assert rejected.mean().item() == pytest.approx(result["overall"]["mean_rejected_reward"], abs=1e-5)
+    accuracy = ((chosen > rejected).double() + 0.5 * (chosen == rejected).double()).mean().item()
+    assert accuracy == pytest.approx(result["overall"]["accuracy"], abs=1e-9)
+
+
+def test_accelerate_launch_one_cpu_process(tmp_path):
+    out = tmp_path / "launched"
+    accelerate = Path(sys.executable).parent / "accelerate"
+    cmd = [str(accelerate), "launch", "--num_processes", "1", "--cpu", "-m", "rm", "train", str(QUICKSTART)]
+    cmd += TINY + ["train.max_steps=3", "train.report_to=[]", "export.enabled=false", f"output_dir={out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "eval.json").read_text())["overall"]["n"] == 61
+    assert "held-out accuracy after 3 steps" in proc.stdout
+
+
+def test_cli_reports_config_errors_with_the_dotted_key():
+    proc = subprocess.run(
+        [sys.executable, "-m", "rm", "train", str(QUICKSTART), "train.lrr=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2
+    assert "unknown key train.lrr" in proc.stderr
