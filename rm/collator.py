@@ -24,6 +24,8 @@ class EncodedPair:
     rejected_ids: list[int]
     subset_id: int
     margin: float = 0.0
+    index: int = -1
+    """Position in the encoded split: lets multi-process eval count each pair exactly once."""
 
 
 @dataclass
@@ -74,7 +76,7 @@ def encode_pairs(
                     break
             if len(prompt) > room:  # even the last turn alone is too long: keep its newest tokens
                 prompt = prompt[len(prompt) - room :] if room else []
-        out.append(EncodedPair(prefix + prompt, chosen, rejected, index[pair.subset], pair.margin or 0.0))
+        out.append(EncodedPair(prefix + prompt, chosen, rejected, index[pair.subset], pair.margin or 0.0, len(out)))
     report.kept = len(out)
     return out, report
 
@@ -93,6 +95,7 @@ class PaddedCollator:
         prompt_lengths = [2, 1]
         subset_ids     = [s0, s1]
         margin         = [m0, m1]           # 0.0 where the data has no margin
+        pair_index     = [i0, i1]           # position of each pair in its split
 
     Rows 0..B-1 are chosen and B..2B-1 rejected, so `rewards[:B]` and `rewards[B:]` line up.
     The reward is read at each row's last attended position, found from `attention_mask`.
@@ -115,4 +118,5 @@ class PaddedCollator:
             "prompt_lengths": torch.tensor([len(p.prompt_ids) for p in batch]),
             "subset_ids": torch.tensor([p.subset_id for p in batch]),
             "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
+            "pair_index": torch.tensor([p.index for p in batch]),
         }

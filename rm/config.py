@@ -111,8 +111,17 @@ class CollatorConfig:
 
     max_length: int = 512
     """Longest prompt+response in tokens; longer prompts lose whole turns from the left."""
-    layout: str = "padded"
-    """Batch layout: `padded` (chosen and rejected as separate right-padded rows)."""
+    layout: str = "auto"
+    """`shared` (prompt once, pairs packed, no padding), `padded` (two padded rows a pair), or `auto`: shared
+    where the model reproduces separate forwards with it, else padded (logged with the reason)."""
+    max_tokens: int = 0
+    """Token budget of a training micro-batch, padding included; 0 uses `train.batch_size` pairs instead."""
+    eval_max_tokens: int = 0
+    """Token budget of an eval micro-batch; 0 uses `train.eval_batch_size` pairs instead."""
+    group_pairs: int = 512
+    """With a token budget, pairs are sorted by length within windows of this many shuffled pairs."""
+    pack_length: int = 0
+    """Row width of the shared layout; 0 makes rows as wide as the longest pair of the micro-batch."""
 
 
 @dataclass
@@ -190,7 +199,7 @@ class RunConfig:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "collator.layout": ("padded",),
+    "collator.layout": ("auto", "shared", "padded"),
     "train.scheduler": ("cosine", "linear", "constant"),
     "train.mixed_precision": ("", "no", "bf16", "fp16"),
 }

@@ -1,7 +1,7 @@
 """Held-out evaluation: accuracy overall and per subset, with counts and mean reward gap.
 
-Rewards are gathered across processes with `gather_for_metrics`, which drops the samples
-accelerate duplicates to even out the last batch, so every example counts exactly once.
+Rewards are gathered across processes with each pair's index in its split and repeats dropped, so
+every example counts exactly once whatever the batch sizes and the number of processes.
 """
 
 from __future__ import annotations
@@ -29,18 +29,39 @@ def summarize(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator, subsets: list[str]) -> dict:
-    """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set."""
+def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, torch.Tensor]:
+    """Every eval pair's rewards exactly once, in split order, on every process.
+
+    Batches differ in size (token budgets) and accelerate repeats a few so that every process gets
+    the same number; so each process keeps its pairs with their split index, the lists are gathered
+    once at the end, and repeats are dropped by index.
+    """
     model.eval()
-    chosen, rejected, subset_ids = [], [], []
+    parts: dict[str, list[torch.Tensor]] = {"index": [], "chosen": [], "rejected": [], "subset": []}
     for batch in loader:
         c, r = pair_rewards(model, batch)
-        c, r, s = accelerator.gather_for_metrics((c, r, batch["subset_ids"]))
-        chosen.append(c.float().cpu())
-        rejected.append(r.float().cpu())
-        subset_ids.append(s.cpu())
+        parts["index"].append(batch["pair_index"])
+        parts["chosen"].append(c.detach())
+        parts["rejected"].append(r.detach())
+        parts["subset"].append(batch["subset_ids"])
     model.train()
-    c, r, s = torch.cat(chosen), torch.cat(rejected), torch.cat(subset_ids)
+    device = accelerator.device
+    local = {k: torch.cat(v).to(device) if v else torch.empty(0, device=device) for k, v in parts.items()}
+    local["index"], local["subset"] = local["index"].long(), local["subset"].long()
+    if accelerator.num_processes > 1:
+        local = {k: accelerator.gather(accelerator.pad_across_processes(v, pad_index=-1)) for k, v in local.items()}
+    local = {k: v.cpu() for k, v in local.items()}
+    order = torch.argsort(local["index"], stable=True)
+    local = {k: v[order] for k, v in local.items()}
+    index = local["index"]
+    first = (index >= 0) & torch.cat([torch.ones(1, dtype=torch.bool), index[1:] != index[:-1]])
+    return {k: v[first] for k, v in local.items()}
+
+
+def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator, subsets: list[str]) -> dict:
+    """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set."""
+    g = gather_rewards(model, loader, accelerator)
+    c, r, s = g["chosen"].float(), g["rejected"].float(), g["subset"]
     result = {"overall": summarize(c, r), "subsets": {}}
     for i, name in enumerate(subsets):
         mask = s == i

@@ -75,23 +75,60 @@ def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
 
 class RewardModel(nn.Module):
     """Wraps the sequence-classification model so accelerate (DDP, FSDP) sees one module whose
-    forward returns the rewards; `.hf` is what gets exported."""
+    forward returns the rewards; `.hf` is what gets exported.
+
+    Two batch layouts reach `forward` (see rm/collator.py and rm/layout.py):
+    - padded: `attention_mask` [rows, T]; one reward per row, at its last attended token;
+    - shared: `pair_ids` and `segment_ids` [rows, T] describe the packed pairs, the attention mask
+      is built here on the device, and `reward_index` gives the flat positions to read.
+    """
 
     def __init__(self, hf: PreTrainedModel):
         super().__init__()
         self.hf = hf
         score_head(hf)  # fail at construction, not at the first batch, for models without one
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """One scalar reward per row, read at its last attended token: [rows, L] -> [rows] (fp32)."""
-        hidden = self.hf.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        idx = last_token_index(attention_mask)  # [rows]
-        last = hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]  # [rows, hidden]
-        return score_head(self.hf)(last).squeeze(-1).float()
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        pair_ids: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
+        reward_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
+        if pair_ids is not None:
+            attention_mask = self._shared_mask(pair_ids, segment_ids)
+        out = self.hf.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        hidden = out.last_hidden_state  # [rows, T, H]
+        if reward_index is None:
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            reward_index = rows * hidden.shape[1] + last_token_index(attention_mask)  # [rows]
+        picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
+        return score_head(self.hf)(picked).squeeze(-1).float()
+
+    def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor):
+        from rm import layout
+
+        impl = self.hf.config._attn_implementation
+        if impl == "flex_attention":
+            return layout.block_mask(pair_ids, segment_ids)
+        mask = layout.dense_mask(pair_ids, segment_ids)
+        return mask if impl == "sdpa" else layout.additive_mask(mask, self.hf.dtype)
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(r_chosen, r_rejected), each [pairs], from a collated batch (rows 0..B-1 chosen, B..2B-1 rejected)."""
-    r = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # [2B]
-    n = batch["prompt_lengths"].shape[0]
+    """(r_chosen, r_rejected), each [pairs], from a batch in either layout."""
+    n = batch["subset_ids"].shape[0]
+    if "pair_ids" in batch:
+        r = model(
+            input_ids=batch["input_ids"],
+            position_ids=batch["position_ids"],
+            pair_ids=batch["pair_ids"],
+            segment_ids=batch["segment_ids"],
+            reward_index=torch.cat([batch["chosen_index"], batch["rejected_index"]]),
+        )  # [2 * pairs]
+    else:
+        r = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # [2 * pairs]
     return r[:n], r[n:]

@@ -21,11 +21,13 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from rm.batching import PairBatches
 from rm.collator import PaddedCollator, encode_pairs
 from rm.config import RunConfig, save_config, to_dict
 from rm.data import load_splits, subset_counts
 from rm.evaluate import evaluate, format_table
 from rm.export import export_model
+from rm.layout import SharedCollator, choose_layout
 from rm.loss import bradley_terry_loss
 from rm.model import RewardModel, build_model, pair_rewards
 from rm.tokenizer import load_tokenizer, train_bpe
@@ -97,18 +99,24 @@ def main(cfg: RunConfig) -> dict:
     if not train_set:
         raise SystemExit(f"no training pairs left after encoding (max_length={cfg.collator.max_length})")
 
-    collate = PaddedCollator(tokenizer.pad_token_id)
-    generator = torch.Generator().manual_seed(cfg.train.seed)
-    train_loader = DataLoader(
-        train_set, batch_size=cfg.train.batch_size, shuffle=True, collate_fn=collate, generator=generator
-    )
-    eval_loader = DataLoader(eval_set, batch_size=cfg.train.eval_batch_size, collate_fn=collate)
-
-    # -- model -----------------------------------------------------------------------------------
+    # -- model and batch layout --------------------------------------------------------------------
     hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     model = RewardModel(hf)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", type(hf).__name__, n_params / 1e6)
+    layout, why = choose_layout(model.to(accelerator.device), cfg.collator.layout, tokenizer.pad_token_id)
+    log.info("layout: %s (%s)", layout, why)
+    c = cfg.collator
+    pad = tokenizer.pad_token_id
+    collate = SharedCollator(pad, c.pack_length) if layout == "shared" else PaddedCollator(pad)
+    train_batches = PairBatches(
+        train_set, layout, cfg.train.batch_size, c.max_tokens, True, cfg.train.seed, c.group_pairs, c.pack_length
+    )
+    eval_batches = PairBatches(
+        eval_set, layout, cfg.train.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length
+    )
+    train_loader = DataLoader(train_set, batch_sampler=train_batches, collate_fn=collate)
+    eval_loader = DataLoader(eval_set, batch_sampler=eval_batches, collate_fn=collate)
 
     # -- optimizer and schedule ------------------------------------------------------------------
     optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay), lr=cfg.train.lr)
@@ -135,6 +143,7 @@ def main(cfg: RunConfig) -> dict:
     bar = tqdm(total=max_steps, desc="train", disable=not is_main, dynamic_ncols=True, mininterval=interval)
     model.train()
     while step < max_steps:
+        train_batches.set_epoch(epoch)
         for batch in train_loader:
             with accelerator.accumulate(model):
                 chosen, rejected = pair_rewards(model, batch)

@@ -134,3 +134,19 @@ def test_cli_reports_config_errors_with_the_dotted_key():
     )
     assert proc.returncode == 2
     assert "unknown key train.lrr" in proc.stderr
+
+
+def test_shared_and_padded_layouts_train_the_same_model(tmp_path):
+    """Same pairs in the same micro-batches, two layouts: the loss curves and weights agree (fp32)."""
+    common = TINY + ["train.max_steps=8", "train.log_steps=1", "train.report_to=[]", "train.eval_steps=0"]
+    common += ["train.save_steps=0"]
+    logs, weights = {}, {}
+    for layout in ("shared", "padded"):
+        main(load_config(QUICKSTART, common + [f"collator.layout={layout}", f"output_dir={tmp_path / layout}"]))
+        rows = (tmp_path / layout / "train_log.jsonl").read_text().splitlines()
+        logs[layout] = [json.loads(r)["loss"] for r in rows]
+        weights[layout] = load_file(tmp_path / layout / "export" / "model.safetensors")
+    assert len(logs["shared"]) == 8
+    assert logs["shared"] == pytest.approx(logs["padded"], abs=1e-4)
+    for k, w in weights["padded"].items():
+        assert torch.allclose(weights["shared"][k], w, atol=1e-4), k

@@ -1,0 +1,154 @@
+"""The shared-prefix layout is exact: same rewards and gradients as separate unpadded forwards."""
+
+import random
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from rm.collator import EncodedPair
+from rm.layout import SharedCollator, dense_mask, plan_rows
+from rm.loss import bradley_terry_loss
+from rm.model import RewardModel, pair_rewards
+
+ARCHS = ["llama", "qwen2", "mistral", "gpt_neox"]
+
+
+def test_collator_matches_its_docstring_example():
+    batch = [EncodedPair([5, 6], [8], [11, 12], 3, 0.5, index=10), EncodedPair([7], [9, 10], [13], 4, index=11)]
+    out = SharedCollator(pad_token_id=0, pack_length=9)(batch)
+    assert out["input_ids"].tolist() == [[5, 6, 8, 11, 12, 7, 9, 10, 13]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 2, 3, 0, 1, 2, 1]]
+    assert out["pair_ids"].tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 1]]
+    assert out["segment_ids"].tolist() == [[0, 0, 1, 2, 2, 0, 1, 1, 2]]
+    assert out["chosen_index"].tolist() == [2, 7] and out["rejected_index"].tolist() == [4, 8]
+    assert out["subset_ids"].tolist() == [3, 4] and out["pair_index"].tolist() == [10, 11]
+    assert out["margin"].tolist() == [0.5, 0.0]
+
+
+def test_mask_rule_on_one_pair():
+    """prompt (0, 1), chosen (2), rejected (3, 4): rejected sees the prompt and itself, never the chosen."""
+    out = SharedCollator(pad_token_id=0)([EncodedPair([5, 6], [8], [11, 12], 0)])
+    mask = dense_mask(out["pair_ids"], out["segment_ids"])[0, 0].int().tolist()
+    assert mask == [
+        [1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0],
+        [1, 1, 0, 1, 0],
+        [1, 1, 0, 1, 1],
+    ]
+
+
+def test_plan_rows_first_fit_decreasing():
+    assert plan_rows([5, 3, 4, 2, 1], 6) == [[0, 1], [2, 3], [4]] or plan_rows([5, 3, 4, 2, 1], 6) == [
+        [0, 4],
+        [2, 3],
+        [1],
+    ]
+    rows = plan_rows([5, 3, 4, 2, 1], 6)
+    assert sorted(i for r in rows for i in r) == [0, 1, 2, 3, 4]
+    assert all(sum([5, 3, 4, 2, 1][i] for i in r) <= 6 for r in rows)
+    with pytest.raises(ValueError, match="cannot fit"):
+        plan_rows([7], 6)
+
+
+def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[EncodedPair]:
+    """Varied prompt and response lengths; some "responses" hold several turns, as in pairs that
+    part before the last turn (the layout only sees ids, so these are long multi-segment responses)."""
+    rng = random.Random(seed)
+
+    def ids(k):
+        return [rng.randrange(2, vocab) for _ in range(k)]
+
+    pairs = []
+    for i in range(n):
+        p = rng.randint(1, 24)
+        c, r = rng.randint(1, 12), rng.randint(1, 12)
+        if early and i % 3 == 0:
+            c, r = c + 15, r + 9
+        pairs.append(EncodedPair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
+    return pairs
+
+
+def separate_rewards(model, pairs):
+    """The reference: each sequence alone, unpadded, no custom mask, default positions."""
+
+    def one(ids):
+        t = torch.tensor([ids])
+        return model(input_ids=t, attention_mask=torch.ones_like(t))[0]
+
+    chosen = torch.stack([one(p.prompt_ids + p.chosen_ids) for p in pairs])
+    rejected = torch.stack([one(p.prompt_ids + p.rejected_ids) for p in pairs])
+    return chosen, rejected
+
+
+def grads(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_layout_equals_separate_forwards_rewards_and_gradients(tokenizer, arch):
+    torch.manual_seed(0)
+    model = RewardModel(tiny_model(tokenizer, arch)).train()
+    model.hf.config.attention_dropout = 0.0
+    pairs = random_pairs(len(tokenizer), 9, seed=1)
+    batch = SharedCollator(tokenizer.pad_token_id, pack_length=80)(pairs)
+    assert batch["input_ids"].shape[0] < len(pairs)  # several pairs really share rows
+
+    chosen, rejected = pair_rewards(model, batch)
+    ref_c, ref_r = separate_rewards(model, pairs)
+    assert (chosen - ref_c).abs().max().item() <= 1e-5
+    assert (rejected - ref_r).abs().max().item() <= 1e-5
+
+    # Centring makes d loss / d(r_c + r_r) non-zero, so biases after the last block get a real gradient
+    # (plain BT gives them exactly zero: its chosen and rejected gradients cancel).
+    margin = batch["margin"]
+    got = grads(model, bradley_terry_loss(chosen, rejected, margin, center_rewards_coef=0.1))
+    ref_c, ref_r = separate_rewards(model, pairs)
+    want = grads(model, bradley_terry_loss(ref_c, ref_r, margin, center_rewards_coef=0.1))
+    assert got.keys() == want.keys() and len(got) == len(list(model.parameters()))
+    largest = max(g.abs().max() for g in want.values())
+    for name in want:
+        # Relative to the tensor's own gradient, floored at 1/1000 of the largest one (for ~0 gradients).
+        scale = torch.maximum(want[name].abs().max(), 1e-3 * largest)
+        assert ((got[name] - want[name]).abs().max() / scale).item() <= 1e-4, name
+
+
+def test_breaking_the_mask_breaks_exactness(tokenizer, monkeypatch):
+    """Letting rejected tokens see the chosen tokens changes the rejected rewards: the check has teeth."""
+    import rm.layout
+
+    model = RewardModel(tiny_model(tokenizer, "llama"))
+    pairs = random_pairs(len(tokenizer), 4, seed=2)
+    batch = SharedCollator(tokenizer.pad_token_id)(pairs)
+
+    def leaky(pair_ids, segment_ids):
+        t = pair_ids.shape[1]
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        return ((pair_ids[:, :, None] == pair_ids[:, None, :]) & causal)[:, None]
+
+    with torch.no_grad():
+        ref_c, ref_r = separate_rewards(model, pairs)
+        monkeypatch.setattr(rm.layout, "dense_mask", leaky)
+        chosen, rejected = pair_rewards(model, batch)
+    assert (chosen - ref_c).abs().max().item() <= 1e-5  # chosen never needed the rule
+    assert (rejected - ref_r).abs().max().item() > 1e-3
+
+
+def test_eager_attention_takes_the_additive_form_of_the_mask(tokenizer):
+    from rm.config import ModelConfig, RandomInitConfig
+    from rm.model import build_model
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        attn_implementation="eager",
+        random_init=RandomInitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
+    )
+    model = RewardModel(build_model(cfg, len(tokenizer), tokenizer.pad_token_id, None).eval())
+    pairs = random_pairs(len(tokenizer), 5, seed=3)
+    with torch.no_grad():
+        chosen, rejected = pair_rewards(model, SharedCollator(tokenizer.pad_token_id, pack_length=64)(pairs))
+        ref_c, ref_r = separate_rewards(model, pairs)
+    assert torch.allclose(chosen, ref_c, atol=1e-5) and torch.allclose(rejected, ref_r, atol=1e-5)
