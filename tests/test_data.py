@@ -60,7 +60,7 @@ def test_corrupt_gzip_and_missing_source_are_clear(tmp_path):
     path = tmp_path / "s" / "train.jsonl.gz"
     path.parent.mkdir()
     path.write_bytes(b"not gzip at all")
-    with pytest.raises(DataError, match=r"train\.jsonl\.gz: cannot read"):
+    with pytest.raises(DataError, match=r"train\.jsonl\.gz:1: cannot read"):
         load_pairs(str(path), "train", [])
     with pytest.raises(DataError, match="not found"):
         load_pairs(str(tmp_path / "nope.jsonl"), "train", [])
