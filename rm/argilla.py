@@ -72,8 +72,12 @@ def responses(value: Any, field: str, ctx: ParseContext) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, dict):  # a `Sequence` of dicts comes back from `datasets` as a dict of lists
-        keys = list(value)
-        value = [dict(zip(keys, row, strict=True)) for row in zip(*value.values(), strict=True)]
+        try:
+            value = [dict(zip(value, row, strict=True)) for row in zip(*value.values(), strict=True)]
+        except (TypeError, ValueError):
+            raise RecordError(
+                "bad_response", f"field {field!r}: its columns are not lists of one length", field
+            ) from None
     if not isinstance(value, list):
         raise RecordError("bad_response", f"field {field!r} must be a list of responses", field)
     out = []

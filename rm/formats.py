@@ -62,7 +62,9 @@ def detect_format(record: Any) -> str | None:
     chosen, prompt = record.get("chosen"), record.get("prompt")
     if "transcript" in record and "chosen" not in record:
         return "red-team"
-    if any(k in record for k in ARGILLA_MARKS) or (isinstance(chosen, str) and chosen.startswith("user:")):
+    if any(k in record for k in ARGILLA_MARKS) or (
+        prompt is None and isinstance(chosen, str) and chosen.startswith("user:")
+    ):
         return "argilla"
     if isinstance(chosen, list) or isinstance(prompt, list):
         return "conversation"

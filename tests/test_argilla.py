@@ -153,3 +153,25 @@ def test_a_long_japanese_prompt_is_cut_at_a_turn_boundary(ja_tokenizer):
     assert ja_tokenizer.decode(encoded.prompt_ids) == last_two
     assert encoded.chosen_ids == ids(" 0です。") and encoded.rejected_ids == ids(" 5です。")
     assert (report.prompt_truncated, report.prompt_cut_inside_turn, report.too_long) == (1, 0, [])
+
+
+def test_by_hub_name_with_ratings_in_either_form_datasets_returns(monkeypatch):
+    """`datasets` gives a list of dicts for `[{...}]` features and a dict of lists for `Sequence({...})`."""
+    import datasets
+
+    records = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    records[1]["chosen_rating"] = {"user_id": ["a", "b"], "value": [4, 5], "status": ["submitted", "submitted"]}
+    calls = []
+
+    def fake_load_dataset(name, data_dir=None, split=None):
+        calls.append((name, data_dir, split))
+        return records
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    cfg = DataConfig(argilla=ArgillaConfig(margin_from_ratings=True))
+    pairs = load_pairs("hironow/test-hh-rlhf-12k-ja", "train", ["helpful-base"], cfg)
+    assert calls == [("hironow/test-hh-rlhf-12k-ja", None, "train")]
+    assert [(p.origin, p.margin) for p in pairs] == [
+        ("hironow/test-hh-rlhf-12k-ja[train] row 1", 2.5),
+        ("hironow/test-hh-rlhf-12k-ja[train] row 5", None),
+    ]

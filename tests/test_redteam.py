@@ -77,3 +77,18 @@ def test_an_hh_rlhf_copy_without_subsets_leaves_red_team_out(tmp_path):
     hh = {"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: a\n\nAssistant: c"}
     (root / "harmless-base" / "train.jsonl").write_text(json.dumps(hh) + "\n")
     assert [p.subset for p in load_pairs(str(root), "train", [])] == ["harmless-base"]
+
+
+def test_by_hub_name_transcripts_come_from_the_red_team_data_dir(monkeypatch):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name, data_dir=None, split=None):
+        calls.append((name, data_dir, split))
+        return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    transcripts = load_transcripts("Anthropic/hh-rlhf")
+    assert calls == [("Anthropic/hh-rlhf", "red-team-attempts", "train")]
+    assert transcripts[1].origin == "Anthropic/hh-rlhf[red-team-attempts] row 1"
