@@ -34,14 +34,20 @@ class EncodeReport:
 
     kept: int = 0
     prompt_truncated: int = 0
+    prompt_cut_inside_turn: int = 0
+    """Of those, prompts whose last turn alone was still too long, so its oldest tokens went too."""
     too_long: list[str] = field(default_factory=list)
     """Origins of pairs whose responses alone exceed max_length (dropped, listed here)."""
 
 
-def _cut_leading_turns(prompt: str) -> list[str]:
-    """Shorter and shorter prompts, each starting at a later human turn (the last one ends the list)."""
-    starts = [i for i in range(1, len(prompt)) if prompt.startswith(HUMAN, i)]
-    return [prompt[i:] for i in starts]
+def _cut_leading_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list[str]:
+    """Shorter and shorter prompts, each starting at a later user turn (the last one ends the list).
+
+    Turns start where the pair says (chat-template text), else at each "\\n\\nHuman:" tag (HH text).
+    """
+    if turn_starts is None:
+        turn_starts = tuple(i for i in range(1, len(prompt)) if prompt.startswith(HUMAN, i))
+    return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
 
 
 def encode_pairs(
@@ -70,11 +76,12 @@ def encode_pairs(
         prompt = ids(pair.prompt)
         if len(prompt) > room:
             report.prompt_truncated += 1
-            for shorter in _cut_leading_turns(pair.prompt):
+            for shorter in _cut_leading_turns(pair.prompt, pair.turn_starts):
                 prompt = ids(shorter)
                 if len(prompt) <= room:
                     break
             if len(prompt) > room:  # even the last turn alone is too long: keep its newest tokens
+                report.prompt_cut_inside_turn += 1
                 prompt = prompt[len(prompt) - room :] if room else []
         out.append(EncodedPair(prefix + prompt, chosen, rejected, index[pair.subset], pair.margin or 0.0, len(out)))
     report.kept = len(out)

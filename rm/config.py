@@ -82,13 +82,41 @@ class SyntheticConfig:
 
 
 @dataclass
+class ArgillaConfig:
+    """Opt-in uses of the annotations in an Argilla export such as hironow/test-hh-rlhf-12k-ja (see `rm/argilla.py`).
+
+    Each is off by default, so the export trains exactly as its `chosen`/`rejected` columns say; what
+    each option changed is counted in the run directory's `data_report.json`.
+    """
+
+    margin_from_ratings: bool = False
+    """Set a pair's margin to mean chosen rating - mean rejected rating where both were rated (see loss.use_margin)."""
+    drop_rating_disagreements: bool = False
+    """Drop pairs whose annotators rated rejected at least as high as chosen (means, where both sides were rated)."""
+    pairs_from_edits: bool = False
+    """Add a pair per modify_chosen/modify_rejected edit: the edited last answer beats the original rejected one."""
+
+
+@dataclass
 class DataConfig:
     """What to train and evaluate on."""
 
     source: str = "synthetic"
-    """`synthetic`, a local .jsonl/.jsonl.gz file, a directory in the hh-rlhf layout, or a Hub dataset name."""
+    """`synthetic`, a local file (.jsonl[.gz], .json, .parquet, .csv), an hh-rlhf-style directory, or a Hub name."""
+    format: str = "auto"
+    """Record format: auto (told from the first record), hh, prompt, conversation, argilla, or red-team (refused)."""
+    columns: dict[str, str] = field(default_factory=dict)
+    """Source column for each of rm's fields (prompt, chosen, rejected, subset, margin), e.g. {chosen: response_j}."""
+    on_bad_record: str = "error"
+    """error: stop before training at the first bad record, naming file, line and field; skip: drop and count it."""
+    chat_template: str = "auto"
+    """Message lists rendered with: auto (the tokenizer's chat template if it has one, else hh), tokenizer, or hh."""
     subsets: list[str] = field(default_factory=list)
-    """Subset folders to load from an hh-rlhf layout (local or Hub `data_dir`); empty loads every one found."""
+    """Subsets to keep: hh-rlhf folders (local or Hub `data_dir`) or record subsets; empty keeps every one found."""
+    mixture: dict[str, float] = field(default_factory=dict)
+    """Weight per subset of the training pairs: 0.5 keeps a seeded half, 2 repeats each twice; unlisted keep 1."""
+    argilla: ArgillaConfig = field(default_factory=ArgillaConfig)
+    """Options for Argilla exports (margin from ratings, dropping disagreements, pairs from edits)."""
     train_split: str = "train"
     """Split (file stem) to train on."""
     eval_split: str = "test"
@@ -200,6 +228,9 @@ class RunConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "collator.layout": ("auto", "shared", "padded"),
+    "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team"),
+    "data.on_bad_record": ("error", "skip"),
+    "data.chat_template": ("auto", "tokenizer", "hh"),
     "train.scheduler": ("cosine", "linear", "constant"),
     "train.mixed_precision": ("", "no", "bf16", "fp16"),
 }
@@ -217,6 +248,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if value is None:
             return None
         return _coerce(value, args[0], key)
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return {_coerce(k, key_tp, key): _coerce(v, value_tp, f"{key}.{k}") for k, v in value.items()}
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -262,6 +298,10 @@ def _validate(cfg: RunConfig) -> None:
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k)}" for k in positive if get_dotted(cfg, k) <= 0]
     if not 0.0 < cfg.data.eval_fraction < 1.0:
         problems.append(f"data.eval_fraction: must be in (0, 1), got {cfg.data.eval_fraction}")
+    unknown_columns = sorted(set(cfg.data.columns) - {"prompt", "chosen", "rejected", "subset", "margin"})
+    if unknown_columns:
+        problems.append(f"data.columns.{unknown_columns[0]}: rm's fields are prompt, chosen, rejected, subset, margin")
+    problems += [f"data.mixture.{k}: must be >= 0, got {w}" for k, w in cfg.data.mixture.items() if w < 0]
     if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
         problems.append("train.epochs: must be > 0 when train.max_steps is 0")
     if problems:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+HH_SUBSETS = ("harmless-base", "helpful-base", "helpful-online", "helpful-rejection-sampled")
+"""The four preference subsets of Anthropic/hh-rlhf (red-team-attempts is not preference data)."""
 HUMAN = "\n\nHuman:"
 ASSISTANT = "\n\nAssistant:"
 _TAG = re.compile(r"(\n\nHuman:|\n\nAssistant:)")

@@ -24,7 +24,7 @@ from transformers import get_scheduler
 from rm.batching import PairBatches
 from rm.collator import PaddedCollator, encode_pairs
 from rm.config import RunConfig, save_config, to_dict
-from rm.data import load_splits, subset_counts
+from rm.data import load_data, subset_counts
 from rm.evaluate import evaluate, format_table
 from rm.export import export_model
 from rm.layout import SharedCollator, choose_layout
@@ -77,25 +77,41 @@ def main(cfg: RunConfig) -> dict:
     started = time.perf_counter()
 
     # -- data and tokenizer ------------------------------------------------------------------------
+    # A named tokenizer comes first: its chat template (if any) renders message-list data.
+    named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
+    chat_tokenizer = load_tokenizer(named, cfg.model.trust_remote_code) if named else None
     with accelerator.main_process_first():  # the main process writes generated data first
-        train_pairs, eval_pairs = load_splits(cfg.data, out)
+        data = load_data(cfg.data, out, chat_tokenizer)
+    train_pairs, eval_pairs = data.train, data.eval
     subsets = sorted(set(subset_counts(train_pairs)) | set(subset_counts(eval_pairs)))
     log.info("data: %d train pairs %s, %d eval pairs", len(train_pairs), subset_counts(train_pairs), len(eval_pairs))
     texts = [t for p in train_pairs for t in (p.prompt, p.chosen, p.rejected)]
-    tokenizer = make_tokenizer(cfg, texts, out, accelerator)
+    tokenizer = chat_tokenizer or make_tokenizer(cfg, texts, out, accelerator)
     train_set, train_report = encode_pairs(train_pairs, tokenizer, cfg.collator.max_length, subsets)
     eval_set, eval_report = encode_pairs(eval_pairs, tokenizer, cfg.collator.max_length, subsets)
     for split, rep in (("train", train_report), ("eval", eval_report)):
+        data.report.notes.setdefault("encoding", {"max_length": cfg.collator.max_length})[split] = {
+            "kept": rep.kept,
+            "prompt_truncated": rep.prompt_truncated,
+            "prompt_cut_inside_turn": rep.prompt_cut_inside_turn,
+            "dropped_too_long": len(rep.too_long),
+            "dropped_too_long_origins": rep.too_long,
+        }
         if rep.prompt_truncated or rep.too_long:
             log.warning(
-                "%s: %d prompts lost leading turns to fit max_length=%d; %d pairs dropped (responses alone "
-                "too long), first: %s",
+                "%s: %d prompts lost leading turns to fit max_length=%d (%d cut inside their last turn); "
+                "%d pairs dropped (responses alone too long), first: %s",
                 split,
                 rep.prompt_truncated,
                 cfg.collator.max_length,
+                rep.prompt_cut_inside_turn,
                 len(rep.too_long),
                 rep.too_long[:3],
             )
+    for line in data.report.describe():
+        (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
+    if is_main:
+        data.report.write(out)  # data_report.json and skipped.jsonl
     if not train_set:
         raise SystemExit(f"no training pairs left after encoding (max_length={cfg.collator.max_length})")
 

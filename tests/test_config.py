@@ -104,3 +104,21 @@ def test_every_shipped_config_loads_and_names_its_command(path):
     assert first.startswith("# ") and ("python -m rm" in first or "accelerate launch" in first), first
     assert path.name in first or path.parent.name == "accelerate"
     assert cfg.output_dir
+
+
+def test_mappings_take_dotted_keys_and_check_their_values(tmp_path):
+    cfg = load_config(None, ["data.mixture.harmless-base=0.5", "data.columns={chosen: good, rejected: bad}"])
+    assert cfg.data.mixture == {"harmless-base": 0.5} and cfg.data.columns == {"chosen": "good", "rejected": "bad"}
+    save_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == cfg
+    for override, fragment in [
+        ("data.mixture.harmless-base=lots", r"data\.mixture\.harmless-base: expected a number"),
+        ("data.mixture.harmless-base=-1", r"data\.mixture\.harmless-base: must be >= 0"),
+        ("data.mixture=[1]", r"data\.mixture: expected a mapping"),
+        ("data.columns.answer=x", r"data\.columns\.answer: rm's fields are"),
+        ("data.format=xml", r"data\.format: 'xml' is not one of"),
+        ("data.on_bad_record=ignore", r"data\.on_bad_record"),
+        ("data.argilla.pairs_from_edits=yes please", r"data\.argilla\.pairs_from_edits: expected true or false"),
+    ]:
+        with pytest.raises(ConfigError, match=fragment):
+            load_config(None, [override])

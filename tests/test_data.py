@@ -60,7 +60,7 @@ def test_corrupt_gzip_and_missing_source_are_clear(tmp_path):
     path = tmp_path / "s" / "train.jsonl.gz"
     path.parent.mkdir()
     path.write_bytes(b"not gzip at all")
-    with pytest.raises(DataError, match=r"train\.jsonl\.gz: cannot read"):
+    with pytest.raises(DataError, match=r"train\.jsonl\.gz:1: cannot read"):
         load_pairs(str(path), "train", [])
     with pytest.raises(DataError, match="not found"):
         load_pairs(str(tmp_path / "nope.jsonl"), "train", [])
@@ -95,3 +95,35 @@ def test_hub_datasets_load_each_subset_by_data_dir(monkeypatch):
     assert all(c[0] == "Anthropic/hh-rlhf" and c[2] == "train" for c in calls)
     assert subset_counts(pairs)["helpful-base"] == 2
     assert pairs[1].origin == "Anthropic/hh-rlhf[helpful-base] row 0"
+
+
+def test_mixture_weights_scale_each_training_subset_and_leave_eval_alone(tmp_path):
+    """harmless-base has 10 train pairs, helpful-base 4. Weights 0.5 and 1.5: 10*0.5 = 5 (a seeded half),
+    4*1.5 = 4 + round(0.5*4) = 6 (all once, plus a seeded half again); eval keeps all 3 + 2."""
+    from rm.config import DataConfig
+    from rm.data import load_data
+
+    for subset, n_train, n_test in (("harmless-base", 10, 3), ("helpful-base", 4, 2)):
+        recs = [{"prompt": f"{subset} {i}?", "chosen": " a", "rejected": " b"} for i in range(n_train)]
+        write_jsonl(tmp_path / subset / "train.jsonl", recs)
+        write_jsonl(tmp_path / subset / "test.jsonl", recs[:n_test])
+    cfg = DataConfig(source=str(tmp_path), mixture={"harmless-base": 0.5, "helpful-base": 1.5})
+    data = load_data(cfg, tmp_path)
+    assert subset_counts(data.train) == {"harmless-base": 5, "helpful-base": 6}
+    assert subset_counts(data.eval) == {"harmless-base": 3, "helpful-base": 2}
+    assert len({p.prompt for p in data.train if p.subset == "harmless-base"}) == 5  # a half, no repeats
+    assert len({p.prompt for p in data.train if p.subset == "helpful-base"}) == 4  # every pair at least once
+    assert data.report.notes["mixture"]["helpful-base"] == {"weight": 1.5, "before": 4, "after": 6}
+    again = load_data(cfg, tmp_path)
+    assert [p.prompt for p in again.train] == [p.prompt for p in data.train]  # seeded
+    with pytest.raises(DataError, match=r"data\.mixture\.helpful-online: no such subset"):
+        load_data(DataConfig(source=str(tmp_path), mixture={"helpful-online": 2.0}), tmp_path)
+
+
+def test_a_single_file_with_an_eval_split_is_refused_rather_than_evaluated_on_its_training_data(tmp_path):
+    from rm.config import DataConfig
+    from rm.data import load_data
+
+    write_jsonl(tmp_path / "prefs.jsonl", [HH])
+    with pytest.raises(DataError, match=r"single file has no separate 'test' split; set data\.eval_split=''"):
+        load_data(DataConfig(source=str(tmp_path / "prefs.jsonl")), tmp_path)
