@@ -29,7 +29,7 @@ class CardFacts:
     n_parameters: int
     step: int | None
     final_step: int | None
-    eval_result: dict | None
+    eval_result: dict | None = None
     """eval.json of these weights, or None when there is none."""
     eval_origin: str = "run"
     """"run" (the run's own final eval) or "export" (computed when exporting)."""

@@ -198,3 +198,28 @@ def test_bad_sources_fail_with_the_path_and_the_reason(run, tmp_path, capsys):
     assert "not empty; pass --overwrite" in capsys.readouterr().err
     assert cli(["export", str(run), "--out", str(tmp_path / "y"), "--revision", "dev"]) == 2
     assert "only apply with --push-to-hub" in capsys.readouterr().err
+
+
+def test_export_and_push_from_the_command_line_never_writes_the_token(run, tmp_path, monkeypatch, capsys, caplog):
+    from huggingface_hub import HfApi
+
+    token = "hf_rmTestTokenNeverWrittenAnywhere4567"
+    monkeypatch.setenv("HF_TOKEN", token)
+    calls = []
+    for name in ("create_repo", "create_branch", "upload_folder"):
+        monkeypatch.setattr(HfApi, name, lambda self, *a, _n=name, **k: calls.append((_n, a, k)))
+    out = tmp_path / "pushed"
+    argv = ["export", str(run), "--out", str(out), "--push-to-hub", "me/tiny-rm", "--private", "--revision", "v1"]
+    assert cli(argv) == 0
+    assert [c[0] for c in calls] == ["create_repo", "create_branch", "upload_folder"]
+    assert calls[2][2]["folder_path"] == str(out) and calls[2][2]["revision"] == "v1"
+    card = (out / "README.md").read_text()
+    assert 'model_id = "me/tiny-rm"' in card  # the pushed card loads from the Hub repo
+    assert (
+        card.replace('"me/tiny-rm"  # the Hub repository', '"."  # this folder (run from inside it)')
+        == (run / "export" / "README.md").read_text()
+    )
+    printed = capsys.readouterr()
+    texts = [p.read_bytes().decode("latin-1") for p in tmp_path.rglob("*") if p.is_file()]
+    texts += [p.read_bytes().decode("latin-1") for p in run.rglob("*") if p.is_file()]
+    assert not any(token in t for t in texts + [printed.out, printed.err, caplog.text])
