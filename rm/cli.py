@@ -26,6 +26,38 @@ def _inspect(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _export(args: argparse.Namespace) -> int:
+    import logging
+
+    if (args.private or args.revision) and not args.push_to_hub:
+        print("error: --private and --revision only apply with --push-to-hub REPO_ID", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from rm.hub import check_repo_id, push_folder
+    from rm.restore import ExportError
+
+    try:
+        if args.push_to_hub:
+            check_repo_id(args.push_to_hub)
+        from rm.export import export_run
+
+        out = export_run(
+            args.source,
+            args.out,
+            normalize=args.normalize,
+            evaluate=args.eval,
+            model_id=args.push_to_hub or ".",
+            overwrite=args.overwrite,
+        )
+        print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+        if args.push_to_hub:
+            print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rm", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="a data.* config key, repeatable: --set argilla.pairs_from_edits=true --set columns.chosen=good",
     )
     inspect.set_defaults(func=_inspect)
+    export = sub.add_parser(
+        "export",
+        help="write a run's final weights, or one checkpoint's, as a standard transformers reward model",
+        description="Rebuild the model from the run's config.yaml and tokenizer, load the weights (LoRA merged), "
+        "and write an AutoModelForSequenceClassification folder with a model card.",
+    )
+    export.add_argument("source", metavar="RUN_OR_CHECKPOINT_DIR", help="a run directory or <run>/checkpoints/step-N")
+    export.add_argument("--out", required=True, metavar="DIR", help="folder to write (must be empty or absent)")
+    export.add_argument("--push-to-hub", metavar="REPO_ID", help="then upload the folder (token: HF_TOKEN or login)")
+    export.add_argument("--private", action="store_true", help="create the Hub repo private")
+    export.add_argument("--revision", metavar="REV", help="Hub branch to push to (created if missing)")
+    export.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="store the mean/std of rewards over the run's training pairs in config.json (default: export.normalize)",
+    )
+    export.add_argument("--eval", action="store_true", help="score the run's held-out pairs with these weights")
+    export.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
+    export.set_defaults(func=_export)
     return parser
 
 

@@ -208,6 +208,8 @@ class ExportConfig:
 
     enabled: bool = True
     """Write `<output_dir>/export` at the end of the run."""
+    normalize: bool = False
+    """Store the mean and std of the rewards over the training pairs in the export's config.json."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from rm.collator import PaddedCollator, encode_pairs
 from rm.config import RunConfig, save_config, to_dict
 from rm.data import load_data, subset_counts
 from rm.evaluate import evaluate, format_table
-from rm.export import export_model
+from rm.export import RunData, export_model
 from rm.layout import SharedCollator, choose_layout
 from rm.loss import bradley_terry_loss
 from rm.model import RewardModel, build_model, pair_rewards
@@ -205,7 +205,18 @@ def main(cfg: RunConfig) -> dict:
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
         if cfg.export.enabled:
-            export_model(accelerator.unwrap_model(model).hf, tokenizer, out / "export", out, result)
+            export_model(
+                accelerator.unwrap_model(model).hf,
+                tokenizer,
+                out / "export",
+                cfg,
+                step=step,
+                final_step=step,
+                eval_result=result,
+                data=RunData(subsets, train_set, eval_set),
+                normalize=cfg.export.normalize,
+                overwrite=True,
+            )
         print(f"\nheld-out accuracy after {step} steps ({result['train']['seconds']} s):")
         print(format_table(result))
         print(f"run directory: {out}")
