@@ -12,6 +12,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -57,7 +58,12 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def main(cfg: RunConfig) -> dict:
+def main(cfg: RunConfig, on_batch: Callable[[dict, torch.Tensor], None] | None = None) -> dict:
+    """Run training as `cfg` says; returns the final eval result (also written to eval.json).
+
+    `on_batch(batch, loss)` is called after every micro-batch's backward pass: the benchmarks use it
+    to count pairs and tokens without a second copy of this loop.
+    """
     # -- accelerator, seed, run directory --------------------------------------------------------
     out = Path(cfg.output_dir)
     accelerator = Accelerator(
@@ -170,6 +176,8 @@ def main(cfg: RunConfig) -> dict:
                     accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+            if on_batch is not None:
+                on_batch(batch, loss)
             loss_sum += loss.detach()
             acc_sum += (chosen > rejected).float().mean().detach()
             micro += 1

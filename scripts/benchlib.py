@@ -1,0 +1,243 @@
+"""What the training and scoring benchmarks share: the data, the model, and the interleaved clock.
+
+The machine these run on is shared and its matmul rate drifts by up to 2x within a minute, so
+modes are never timed one after the other. Every mode runs in its own process (peak memory is then
+its own), each process stops itself once set up, and the conductor runs them in turns of
+`--slice` seconds (A B C A B C …) with SIGCONT/SIGSTOP. Each process logs a timestamp after every
+step; a mode's throughput in a turn is the work it finished during that turn over the turn's
+length, and the table quotes the median over turns. Between rounds the conductor measures the
+machine's fp32 matmul rate, the peak that model FLOPs utilisation is quoted against.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+# The model of issue 3: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
+MODEL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
+
+
+@dataclass
+class Prepared:
+    """Token ids every mode uses, so all of them train on exactly the same pairs and tokens."""
+
+    work: Path
+    tokenizer_dir: Path
+    data_dir: Path
+    train: list[dict]
+    """{"prompt": ids, "chosen": ids, "rejected": ids} per training pair."""
+    eval: list[dict]
+    dropped: int
+
+
+def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, seed: int, limit: int) -> Prepared:
+    """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE, keep pairs that fit.
+
+    Pairs whose prompt + longer response exceed `max_length` are left out for every mode alike
+    (TRL drops them; rm would cut their prompts), so the modes compare on identical work.
+    """
+    from rm.config import DataConfig
+    from rm.data import load_pairs
+    from rm.tokenizer import special_prefix, train_bpe
+
+    # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
+    pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
+    rng = random.Random(seed)
+    rng.shuffle(pairs)
+    held, train = pairs[:n_eval], pairs[n_eval:]
+    tok = train_bpe([t for p in train for t in (p.prompt, p.chosen, p.rejected)], vocab)
+    work.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(work / "tokenizer")
+    prefix = special_prefix(tok)
+
+    def encode(group):
+        out, dropped = [], 0
+        for p in group:
+            ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in ("prompt", "chosen", "rejected")}
+            ids["prompt"] = prefix + ids["prompt"]
+            if len(ids["prompt"]) + max(len(ids["chosen"]), len(ids["rejected"])) > max_length:
+                dropped += 1
+                continue
+            out.append({**ids, "text": (p.prompt, p.chosen, p.rejected)})
+        return out, dropped
+
+    train_ids, d1 = encode(train)
+    eval_ids, d2 = encode(held)
+    if limit:
+        train_ids = train_ids[:limit]
+    # The same pairs as an hh-rlhf-layout directory, for rm's own loader.
+    root = work / "hh" / "harmless-base"
+    root.mkdir(parents=True, exist_ok=True)
+    for split, group in (("train", train_ids), ("test", eval_ids)):
+        rows = [json.dumps(dict(zip(("prompt", "chosen", "rejected"), g["text"], strict=True))) for g in group]
+        (root / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    for g in train_ids + eval_ids:
+        del g["text"]
+    (work / "ids.json").write_text(json.dumps({"train": train_ids, "eval": eval_ids}))
+    return Prepared(work, work / "tokenizer", work / "hh", train_ids, eval_ids, d1 + d2)
+
+
+def load_ids(work: Path) -> dict:
+    return json.loads((work / "ids.json").read_text())
+
+
+def random_model(vocab: int, pad: int, eos: int | None, seed: int):
+    """The benchmark model, initialised identically in every mode."""
+    from rm.config import ModelConfig, RandomInitConfig
+    from rm.model import build_model
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig(random_init=RandomInitConfig(max_position_embeddings=1024, **MODEL))
+    return build_model(cfg, vocab, pad, eos)
+
+
+def useful_flops(pairs: list[dict], n_params: int, layers: int, hidden: int, backward: bool) -> float:
+    """FLOPs a pair needs with its prompt counted once: 2N per token for the matmuls, plus attention
+    (4 * context * hidden per token and layer for QK^T and AV), times 3 with the backward pass."""
+    total = 0.0
+    for p in pairs:
+        n_p, n_c, n_r = len(p["prompt"]), len(p["chosen"]), len(p["rejected"])
+        tokens = n_p + n_c + n_r
+        # Keys each token attends to: i + 1 in the prompt, prompt + own prefix in each response.
+        context = n_p * (n_p + 1) / 2 + n_c * n_p + n_c * (n_c + 1) / 2 + n_r * n_p + n_r * (n_r + 1) / 2
+        total += 2 * n_params * tokens + 4 * hidden * layers * context
+    return total * (3 if backward else 1)
+
+
+def matmul_gflops(seconds: float = 1.5, n: int = 1024) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        done += 1
+    return 2 * n**3 * done / (time.perf_counter() - start) / 1e9
+
+
+class Progress:
+    """A worker's log: one JSON line per step with a monotonic timestamp (comparable across processes)."""
+
+    def __init__(self, path: Path):
+        self.f = open(path, "a", buffering=1)  # noqa: SIM115 - open for the worker's whole life
+        self.pairs = self.tokens = self.slots = 0
+
+    def step(self, pairs: int, tokens: int, slots: int, loss: float | None = None) -> None:
+        self.pairs += pairs
+        self.tokens += tokens
+        self.slots += slots
+        row = {"t": time.monotonic(), "pairs": self.pairs, "tokens": self.tokens, "slots": self.slots, "loss": loss}
+        self.f.write(json.dumps(row) + "\n")
+
+    def finish(self, **fields) -> None:
+        fields["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        self.f.write(json.dumps({"done": True, **fields}) + "\n")
+        self.f.close()
+
+
+def pause_until_conducted() -> None:
+    """Set-up is done: stop here until the conductor gives this process its first turn."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def conduct(commands: dict[str, list[str]], work: Path, slice_s: float) -> tuple[dict, list[float]]:
+    """Run the workers in turns; return ({mode: [(start, end), ...]}, matmul GFLOP/s samples)."""
+    procs = {}
+    for mode, cmd in commands.items():  # set up one at a time so set-up work does not overlap
+        log = open(work / f"{mode}.log", "w")  # noqa: SIM115
+        procs[mode] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        while True:
+            state = _state(procs[mode].pid)
+            if state in ("T", "t") or procs[mode].poll() is not None:
+                break
+            time.sleep(0.2)
+        if procs[mode].poll() not in (None, 0):
+            raise SystemExit(f"{mode} failed during set-up; see {work / f'{mode}.log'}")
+        print(f"  {mode}: set up", flush=True)
+    turns: dict[str, list[tuple[float, float]]] = {m: [] for m in commands}
+    peaks = [matmul_gflops()]
+    live = list(commands)
+    while live:
+        for mode in list(live):
+            p = procs[mode]
+            start = time.monotonic()
+            p.send_signal(signal.SIGCONT)
+            try:
+                p.wait(timeout=slice_s)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGSTOP)
+                while _state(p.pid) not in ("T", "t"):
+                    time.sleep(0.01)
+            turns[mode].append((start, time.monotonic()))
+            if p.poll() is not None:
+                live.remove(mode)
+                if p.returncode != 0:
+                    raise SystemExit(f"{mode} failed (exit {p.returncode}); see {work / f'{mode}.log'}")
+        peaks.append(matmul_gflops())
+        done = sum(_last(work / f"{m}.progress").get("pairs", 0) for m in commands)
+        print(f"  round {len(peaks) - 1}: {done} pairs done so far", flush=True)
+    return turns, peaks
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "X"
+
+
+def _last(path: Path) -> dict:
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    steps = [r for r in rows if "t" in r]
+    return steps[-1] if steps else {}
+
+
+def rates(path: Path, turns: list[tuple[float, float]]) -> dict:
+    """Median per-turn rates (pairs, tokens, slots per second) and the worker's final record.
+
+    A step can straddle turns, so each step's duration is the time it actually ran: the overlap
+    of (previous step's end, its own end) with the worker's turns. A turn's rate is the work of
+    the steps that ended in it over their running time; the first turn (warm-up) is left out.
+    """
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    steps = [r for r in rows if "t" in r]
+    final = next((r for r in rows if r.get("done")), {})
+
+    def running(t0: float, t1: float) -> float:
+        return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in turns)
+
+    per_turn: list[dict[str, float]] = [{"pairs": 0, "tokens": 0, "slots": 0, "time": 0.0} for _ in turns]
+    previous = {"t": turns[0][0], "pairs": 0, "tokens": 0, "slots": 0}
+    for r in steps:
+        k = next((i for i, (a, b) in enumerate(turns) if a <= r["t"] <= b), len(turns) - 1)
+        bucket = per_turn[k]
+        for key in ("pairs", "tokens", "slots"):
+            bucket[key] += r[key] - previous[key]
+        bucket["time"] += running(previous["t"], r["t"])
+        previous = r
+    counted = [b for b in per_turn[1:] if b["time"] > 0 and b["pairs"] > 0]
+    out = {
+        f"{k}_per_s": statistics.median(b[k] / b["time"] for b in counted) if counted else float("nan")
+        for k in ("pairs", "tokens", "slots")
+    }
+    out["turns"] = len(counted)
+    total_time = sum(b["time"] for b in per_turn)
+    out["overall_pairs_per_s"] = (steps[-1]["pairs"] / total_time) if steps and total_time else float("nan")
+    out["losses"] = [r["loss"] for r in steps if r.get("loss") is not None]
+    return {**out, **final}
