@@ -2,8 +2,6 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import matplotlib.image
 import numpy as np
@@ -11,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from conftest import REPO
 from rm import metrics
+from rm.cli import main as cli_main
 from rm.config import DataConfig
 from rm.data import load_pairs, load_splits
 from rm.report import PLOTS, build_result, main, select_pairs
@@ -131,15 +129,15 @@ def test_pairs_too_long_are_dropped_and_listed(exported_tiny, synthetic_root, tm
     assert all(v is None or not (isinstance(v, float) and math.isnan(v)) for v in saved["overall"].values())
 
 
-def test_eval_cli_reports_bad_data_and_models(exported_tiny, synthetic_root, tmp_path):
+def test_eval_cli_reports_bad_data_and_models(exported_tiny, synthetic_root, tmp_path, capsys):
+    """In-process through `rm.cli.main` (the subprocess path is covered by the multi-process test)."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"chosen": "\\n\\nHuman: a\\n\\nAssistant: b"}\n')
 
     def run(model, data):
-        cmd = [sys.executable, "-m", "rm", "eval", "--model", str(model), "--data", str(data), "--out", str(tmp_path)]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+        return cli_main(["eval", "--model", str(model), "--data", str(data), "--out", str(tmp_path)])
 
-    proc = run(exported_tiny, bad)
-    assert proc.returncode == 2 and "bad.jsonl:1: field 'rejected' is missing" in proc.stderr
-    proc = run(tmp_path / "no-model", synthetic_root)
-    assert proc.returncode == 2 and "no-model: cannot load" in proc.stderr
+    assert run(exported_tiny, bad) == 2
+    assert "bad.jsonl:1: field 'rejected' is missing" in capsys.readouterr().err
+    assert run(tmp_path / "no-model", synthetic_root) == 2
+    assert "no-model: cannot load" in capsys.readouterr().err

@@ -3,14 +3,12 @@
 import functools
 import gzip
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from conftest import REPO
+from rm.cli import main as cli_main
 from rm.data import DataError
 from rm.score import ModelError, PaddedLayout, ScoreSeq, load_reward_model, score_file
 
@@ -121,12 +119,11 @@ def test_a_classifier_with_two_labels_is_refused(tokenizer, tmp_path):
         load_reward_model(str(tmp_path / "missing"))
 
 
-def test_score_cli(exported_tiny, tmp_path):
+def test_score_cli(exported_tiny, tmp_path, capsys):
     src = write_jsonl(tmp_path / "attempts.jsonl", RECORDS[:4])
-    cmd = [sys.executable, "-m", "rm", "score", "--model", str(exported_tiny), "--input", str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "scored 5 texts in 4 records" in proc.stdout
+    args = ["score", "--model", str(exported_tiny), "--input"]
+    assert cli_main(args + [str(src)]) == 0
+    assert "scored 5 texts in 4 records" in capsys.readouterr().out
     assert len((tmp_path / "attempts.scored.jsonl").read_text().splitlines()) == 4
-    proc = subprocess.run(cmd[:-1] + [str(tmp_path / "nope.jsonl")], capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 2 and "nope.jsonl: cannot read" in proc.stderr
+    assert cli_main(args + [str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: cannot read" in capsys.readouterr().err
