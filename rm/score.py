@@ -226,9 +226,28 @@ def _open(path: str | Path, mode: str) -> IO[str]:
     return open(path, mode, encoding="utf-8", newline="")
 
 
+def _is_json_array(path: str | Path) -> bool:
+    """True when the file's first non-blank character is "[": one JSON array rather than JSON lines
+    (the hh-rlhf red-team file is distributed that way despite its .jsonl.gz name)."""
+    with _open(path, "r") as f:
+        for line in f:
+            if line.strip():
+                return line.lstrip().startswith("[")
+    return False
+
+
 def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """(origin "file:line", record) for every non-blank line; malformed JSON names its line."""
+    """(origin, record) for every record: "file:line" for JSON lines (streamed, blank lines skipped),
+    "file[item i]" for a file holding one JSON array (read whole: an array cannot be streamed with json)."""
     try:
+        if _is_json_array(path):
+            with _open(path, "r") as f:
+                try:
+                    items = json.load(f)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+            yield from ((f"{path}[item {i}]", rec) for i, rec in enumerate(items))
+            return
         with _open(path, "r") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
@@ -238,13 +257,15 @@ def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
                     yield origin, json.loads(line)
                 except json.JSONDecodeError as e:
                     raise DataError(f"{origin}: malformed JSON ({e.msg} at column {e.colno})") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, UnicodeDecodeError) as e:
         raise DataError(f"{path}: cannot read ({e})") from None
 
 
-def count_records(path: str | Path) -> int:
-    """Non-blank lines, for the progress bar's total (one cheap pass next to the model's)."""
+def count_records(path: str | Path) -> int | None:
+    """Non-blank lines, for the progress bar's total (one cheap pass next to the model's); None for an array."""
     try:
+        if _is_json_array(path):
+            return None
         with _open(path, "r") as f:
             return sum(1 for line in f if line.strip())
     except (OSError, EOFError, UnicodeDecodeError) as e:

@@ -58,6 +58,19 @@ def test_scores_match_plain_transformers_in_input_order(exported_tiny, tmp_path)
             assert got["reward"] == pytest.approx(plain_reward(exported_tiny, text), abs=1e-5)
 
 
+def test_a_file_holding_one_json_array_is_read_too(exported_tiny, tmp_path):
+    """Same records as a JSON array in a .jsonl.gz file: the same rewards as from JSON lines."""
+    with gzip.open(tmp_path / "arr.jsonl.gz", "wt") as f:
+        json.dump(RECORDS[:4], f, indent=1)
+    model, tok = load_reward_model(str(exported_tiny))
+    score_file(model, tok, tmp_path / "arr.jsonl.gz", tmp_path / "a.jsonl", progress=False)
+    score_file(model, tok, write_jsonl(tmp_path / "l.jsonl", RECORDS[:4]), tmp_path / "l_out.jsonl", progress=False)
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "l_out.jsonl").read_text()
+    (tmp_path / "bad.json").write_text('[{"text": "a"},\n {"text": }]')
+    with pytest.raises(DataError, match=r"bad\.json:2: malformed JSON"):
+        score_file(model, tok, tmp_path / "bad.json", tmp_path / "b.jsonl", progress=False)
+
+
 def test_too_long_texts_keep_their_end_and_are_flagged(exported_tiny, tmp_path):
     long = CONVO.format(a=1, b=3) * 6
     src = write_jsonl(tmp_path / "in.jsonl", [{"text": long}, {"text": "\n\nHuman: hi\n\nAssistant: hello"}])
