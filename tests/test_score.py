@@ -106,6 +106,17 @@ def test_padded_layout_tensors_and_a_swapped_layout_is_used(exported_tiny, tmp_p
     assert b == pytest.approx([x + 100.0 for x in a])
 
 
+def test_records_are_written_before_later_ones_are_read(exported_tiny, tmp_path):
+    """Streaming: with a window of 2, the four records before a broken line 5 are already scored and
+    written when line 5 is reached (nothing reads the whole file first)."""
+    lines = [json.dumps(r) for r in RECORDS[:4]] + ['{"text": ', json.dumps(RECORDS[5])]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    model, tok = load_reward_model(str(exported_tiny))
+    with pytest.raises(DataError, match=r"in\.jsonl:5: malformed JSON"):
+        score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", window=2, progress=False)
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 4
+
+
 def test_bad_records_name_file_line_and_field(exported_tiny, tmp_path):
     model, tok = load_reward_model(str(exported_tiny))
     cases = [
