@@ -12,16 +12,19 @@ import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 
+from rm.metrics import ece
 from rm.model import pair_rewards
 
 
 def summarize(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, Any]:
-    """Accuracy (a tie counts as half right: the model expressed no preference), n, mean gap."""
+    """Accuracy (a tie counts as half right: the model expressed no preference), n, mean gap, and the
+    expected calibration error of sigmoid(r_chosen - r_rejected) (see `rm.metrics.ece`)."""
     diff = (chosen - rejected).double()
     correct = (diff > 0).double() + 0.5 * (diff == 0).double()
     return {
         "accuracy": correct.mean().item() if len(diff) else float("nan"),
         "n": len(diff),
+        "ece": ece(chosen.double().numpy(), rejected.double().numpy()),
         "mean_margin": diff.mean().item() if len(diff) else float("nan"),
         "mean_chosen_reward": chosen.double().mean().item() if len(diff) else float("nan"),
         "mean_rejected_reward": rejected.double().mean().item() if len(diff) else float("nan"),
@@ -34,8 +37,9 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
 
     Batches differ in size (token budgets) and accelerate repeats a few so that every process gets
     the same number; so each process keeps its pairs with their split index, the lists are gathered
-    once at the end, and repeats are dropped by index.
+    once at the end, and repeats are dropped by index. The model's train/eval mode is restored.
     """
+    was_training = model.training
     model.eval()
     parts: dict[str, list[torch.Tensor]] = {"index": [], "chosen": [], "rejected": [], "subset": []}
     for batch in loader:
@@ -44,7 +48,7 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         parts["chosen"].append(c.detach())
         parts["rejected"].append(r.detach())
         parts["subset"].append(batch["subset_ids"])
-    model.train()
+    model.train(was_training)
     device = accelerator.device
     local = {k: torch.cat(v).to(device) if v else torch.empty(0, device=device) for k, v in parts.items()}
     local["index"], local["subset"] = local["index"].long(), local["subset"].long()

@@ -208,6 +208,7 @@ def main(cfg: RunConfig, on_batch: Callable[[dict, torch.Tensor], None] | None =
     result = evaluate(model, eval_loader, accelerator, subsets)
     _log_eval(accelerator, result, step)
     result["train"] = {"steps": step, "epochs": round(epoch, 3), "seconds": round(time.perf_counter() - started, 1)}
+    result["train"]["processes"] = accelerator.num_processes
     accelerator.wait_for_everyone()
     if is_main:
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -233,14 +234,16 @@ def main(cfg: RunConfig, on_batch: Callable[[dict, torch.Tensor], None] | None =
 
 
 def _log_eval(accelerator: Accelerator, result: dict, step: int) -> None:
-    metrics = {"eval/accuracy": result["overall"]["accuracy"]}
+    metrics = {"eval/accuracy": result["overall"]["accuracy"], "eval/ece": result["overall"]["ece"]}
     metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
+    metrics |= {f"eval/ece/{name}": m["ece"] for name, m in result["subsets"].items()}
     accelerator.log(metrics, step=step)
     if accelerator.is_main_process:
         log.info(
-            "step %d eval accuracy %.4f %s",
+            "step %d eval accuracy %.4f (ECE %.4f) %s",
             step,
             metrics["eval/accuracy"],
+            metrics["eval/ece"],
             {k: round(m["accuracy"], 4) for k, m in result["subsets"].items()},
         )
 

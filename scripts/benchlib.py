@@ -11,7 +11,6 @@ machine's fp32 matmul rate, the peak that model FLOPs utilisation is quoted agai
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
@@ -31,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 # The model of issue 3: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
+PARTS = ("prompt", "chosen", "rejected")
 MODEL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
 
 
@@ -70,7 +70,7 @@ def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, se
     def encode(group):
         out, dropped = [], 0
         for p in group:
-            ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in ("prompt", "chosen", "rejected")}
+            ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in PARTS}
             ids["prompt"] = prefix + ids["prompt"]
             if len(ids["prompt"]) + max(len(ids["chosen"]), len(ids["rejected"])) > max_length:
                 dropped += 1

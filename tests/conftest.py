@@ -46,3 +46,14 @@ def tiny_model(tokenizer, model_type: str = "llama", seed: int = 0, pad_token_id
     )
     pad = tokenizer.pad_token_id if pad_token_id is None else pad_token_id
     return build_model(cfg, len(tokenizer), pad, tokenizer.eos_token_id).eval()
+
+
+@pytest.fixture(scope="session")
+def exported_tiny(tokenizer, tmp_path_factory):
+    """A tiny random Llama exported as rm exports trained models (no training: the scores are arbitrary
+    but fixed, which is all the eval and score tests need)."""
+    from rm.config import RunConfig
+    from rm.export import export_model
+
+    out = tmp_path_factory.mktemp("tiny") / "export"
+    return export_model(tiny_model(tokenizer), tokenizer, out, RunConfig(), step=None, final_step=None)
