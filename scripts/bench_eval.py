@@ -1,0 +1,176 @@
+"""Scoring throughput (no gradients): rm's shared layout, rm's padded layout and TRL's evaluate, interleaved.
+
+    python scripts/bench_eval.py                 # two passes over ~2,250 real HH pairs per mode
+    python scripts/bench_eval.py --passes 1 --limit 300 --slice 5   # a quick smoke run
+
+Same model, tokenizer and token ids as scripts/bench_train.py (see there and benchlib.py). TRL runs
+`RewardTrainer.evaluate` at its default of 8 pairs per batch; rm padded scores 8 pairs per batch
+through the same function training's eval uses; rm shared packs pairs by a token budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import benchlib
+import torch
+
+BATCH = 8
+
+
+def all_pairs(work: Path, limit: int) -> list[dict]:
+    ids = benchlib.load_ids(work)
+    pairs = ids["train"] + ids["eval"]
+    return pairs[:limit] if limit else pairs
+
+
+def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit: int) -> None:
+    from transformers import AutoTokenizer
+
+    from rm.batching import PairBatches
+    from rm.collator import EncodedPair, PaddedCollator
+    from rm.layout import SharedCollator
+    from rm.model import RewardModel, pair_rewards
+
+    progress = benchlib.Progress(work / f"{mode}.progress")
+    tok = AutoTokenizer.from_pretrained(work / "tokenizer")
+    pairs = [
+        EncodedPair(p["prompt"], p["chosen"], p["rejected"], 0, index=i) for i, p in enumerate(all_pairs(work, limit))
+    ]
+    layout = mode.removeprefix("rm-")
+    model = RewardModel(benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)).eval()
+    collate = SharedCollator(tok.pad_token_id) if layout == "shared" else PaddedCollator(tok.pad_token_id)
+    batches = PairBatches(pairs, layout, BATCH, budget if layout == "shared" else 0, shuffle=False)
+    checksum = 0.0
+    with torch.no_grad():
+        for i, b in enumerate(b for _ in range(passes) for b in batches):
+            batch = collate([pairs[j] for j in b])
+            chosen, rejected = pair_rewards(model, batch)
+            checksum += float((chosen - rejected).sum())
+            if i == 0:
+                benchlib.pause_until_conducted()  # the first batch warms up: not timed
+                continue
+            real = (batch["pair_ids"] >= 0).sum() if "pair_ids" in batch else batch["attention_mask"].sum()
+            progress.step(len(b), int(real), batch["input_ids"].numel())
+    progress.finish(checksum=checksum)
+
+
+def trl_worker(work: Path, seed: int, passes: int, limit: int) -> None:
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import RewardConfig, RewardTrainer
+
+    progress = benchlib.Progress(work / "trl.progress")
+    tok = AutoTokenizer.from_pretrained(work / "tokenizer")
+    pairs = all_pairs(work, limit)
+    data = Dataset.from_dict(
+        {
+            "chosen_ids": [p["prompt"] + p["chosen"] for p in pairs],
+            "rejected_ids": [p["prompt"] + p["rejected"] for p in pairs],
+        }
+    )
+    model = benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    args = RewardConfig(
+        output_dir=str(work / "trl"),
+        per_device_eval_batch_size=BATCH,
+        bf16=False,
+        fp16=False,
+        use_cpu=True,
+        max_length=512,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    counts = {"pairs": 0, "tokens": 0, "slots": 0, "batches": 0}
+
+    class Counting(RewardTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            counts["pairs"] += inputs["input_ids"].shape[0] // 2
+            counts["tokens"] += int(inputs["attention_mask"].sum())
+            counts["slots"] += inputs["input_ids"].numel()
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    class Clock(TrainerCallback):
+        def on_prediction_step(self, args, state, control, **kwargs):
+            counts["batches"] += 1
+            if counts["batches"] == 1:
+                benchlib.pause_until_conducted()
+            else:
+                progress.step(counts["pairs"], counts["tokens"], counts["slots"])
+            counts.update(pairs=0, tokens=0, slots=0)
+
+    trainer = Counting(
+        model=model, args=args, train_dataset=data, eval_dataset=data, processing_class=tok, callbacks=[Clock()]
+    )
+    for _ in range(passes):
+        metrics = trainer.evaluate()
+    progress.finish(trl_accuracy=metrics.get("eval_accuracy"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=benchlib.DEFAULT_DATA)
+    ap.add_argument("--work", type=Path, default=benchlib.REPO / "runs" / "bench_eval")
+    ap.add_argument("--modes", default="trl,rm-padded,rm-shared")
+    ap.add_argument("--passes", type=int, default=2, help="passes over the pairs per mode")
+    ap.add_argument("--limit", type=int, default=0, help="score at most this many pairs (smoke runs)")
+    ap.add_argument("--budget", type=int, default=4096, help="rm shared: token budget per batch")
+    ap.add_argument("--slice", type=float, default=15.0, help="seconds per turn")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    if args.worker:
+        if args.worker == "trl":
+            trl_worker(args.work, args.seed, args.passes, args.limit)
+        else:
+            rm_worker(args.worker, args.work, args.seed, args.budget, args.passes, args.limit)
+        return
+    modes = args.modes.split(",")
+    prep = benchlib.prepare(args.data, args.work, 381, 512, 8192, args.seed, 0)
+    n = len(all_pairs(args.work, args.limit))
+    print(f"scoring {n} pairs x {args.passes} passes per mode ({prep.dropped} longer than 512 left out)")
+    for m in modes:
+        (args.work / f"{m}.progress").unlink(missing_ok=True)
+    cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
+    cmd += ["--passes", str(args.passes), "--limit", str(args.limit)]
+    turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
+
+    model = benchlib.random_model(100, 0, None, 0)
+    n_params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
+    m = benchlib.MODEL
+    pairs = all_pairs(args.work, args.limit)
+    per_pair = benchlib.useful_flops(pairs, n_params, m["num_hidden_layers"], m["hidden_size"], False) / len(pairs)
+    peak = statistics.median(peaks) * 1e9
+    head = f"{'mode':<10} {'pairs/s':>8} {'real tok/s':>10} {'slots/s':>9} {'peak RSS':>9} {'MFU':>6} {'turns':>5}"
+    print(head + "\n" + "-" * len(head))
+    rows = {}
+    for mode in modes:
+        r = benchlib.rates(args.work / f"{mode}.progress", turns[mode])
+        r["mfu"] = r["pairs_per_s"] * per_pair / peak
+        rows[mode] = r
+        print(
+            f"{mode:<10} {r['pairs_per_s']:8.2f} {r['tokens_per_s']:10.0f} {r['slots_per_s']:9.0f} "
+            f"{r['peak_rss_mb']:7.0f}MB {r['mfu']:6.1%} {r['turns']:5d}"
+        )
+    if "rm-shared" in rows and "rm-padded" in rows:
+        same = abs(rows["rm-shared"]["checksum"] - rows["rm-padded"]["checksum"])
+        print(f"sum of reward gaps, shared vs padded: differ by {same:.2e} (same model, same pairs)")
+    print(f"matmul peak (fp32, 1024^2, median of {len(peaks)}): {statistics.median(peaks):.1f} GFLOP/s; "
+          f"useful FLOPs per pair {per_pair / 1e9:.2f} GFLOP (forward, prompt counted once)")  # fmt: skip
+    speeds = {k: rows[k]["pairs_per_s"] for k in rows}
+    line = {
+        "trl_pairs_per_s": round(speeds.get("trl", float("nan")), 3),
+        "padded_pairs_per_s": round(speeds.get("rm-padded", float("nan")), 3),
+        "shared_pairs_per_s": round(speeds.get("rm-shared", float("nan")), 3),
+    }
+    line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
+    print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    main()
