@@ -7,7 +7,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint format clean
+.PHONY: setup demo test lint format bench clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -25,6 +25,12 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Throughput against TRL on the real HH file (about 15 minutes; see scripts/bench_train.py).
+bench: setup
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/python scripts/bench_train.py
+	$(BIN)/python scripts/bench_eval.py
 
 lint: setup
 	$(BIN)/ruff check rm tests scripts && $(BIN)/ruff format --check rm tests scripts
