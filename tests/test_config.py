@@ -5,7 +5,10 @@ import pytest
 
 from rm.config import ConfigError, RunConfig, load_config, save_config
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
+# Run configs only: sweep files (configs/sweeps/) are loaded by tests/test_sweep_config.py.
+CONFIGS = sorted(
+    p for p in (Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml") if p.parent.name != "sweeps"
+)
 
 
 def test_defaults_round_trip_through_yaml(tmp_path):
