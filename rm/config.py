@@ -340,7 +340,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
     key, raw = text.split("=", 1)
-    value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+    try:
+        value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML: {str(e).splitlines()[0]}") from None
     return key.strip().split("."), value
 
 

@@ -138,7 +138,9 @@ def dry_run(sweep: Sweep) -> int:
     db = sweep.dir / "study.db"
     if not cfg.storage and db.is_file():
         t = tally(optuna.load_study(study_name=sweep.name, storage=open_storage(sweep.storage_url, heartbeat=False)))
-        print(f"{db} exists: {t['ended']} trials ended, {t['running']} running; a run would continue it")
+        print(
+            f"{db} exists: {t['ended']} trials ended, {t['running']} running; a run continues it (below: a new sweep)"
+        )
     if cfg.sampler == "tpe":
         print("tpe: later draws depend on the results; these are the first draws")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -159,7 +161,7 @@ def main(args) -> int:
     if args.report_only:
         from rm.sweep_report import write_reports
 
-        paths = write_reports(open_study(sweep, create=False), sweep)
+        paths = write_reports(open_study(sweep, create=False, read_only=True), sweep)
         print("\n" + paths["md"].read_text())
         return 0
     return run(sweep, worker=args.worker)

@@ -88,7 +88,8 @@ def markdown(table: list[dict], sweep: Sweep) -> str:
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
-    lines += ["| " + " | ".join(_cell(r[k]) for k in head) + " |" for r in table]
+    fixed = {"objective": lambda v: f"{v:.4f}" if v is not None else ""}  # values compared down the column
+    lines += ["| " + " | ".join(fixed.get(k, _cell)(r[k]) for k in head) + " |" for r in table]
     return "\n".join(lines) + "\n"
 
 
@@ -124,7 +125,7 @@ def plot(study: optuna.Study, sweep: Sweep, path: Path) -> None:
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
     best = study.best_trial if done else None
     keys = list(cfg.space)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(6.0, 4.2 * len(keys)), 4.0), squeeze=False, sharey=True)
     for ax, key in zip(axes[0], keys, strict=True):
         spec = cfg.space[key]
         categorical = bool(spec.values) and not all(
@@ -161,7 +162,7 @@ def plot(study: optuna.Study, sweep: Sweep, path: Path) -> None:
     axes[0][0].set_ylabel(objective_name(cfg))
     axes[0][-1].legend(fontsize=8, loc="best")
     title = f"sweep {sweep.name}: {len(done)} finished, {len(pruned)} pruned"
-    fig.suptitle(title + (f"; best: trial {best.number} = {best.value:.4f}" if best else ""), fontsize=10)
+    fig.suptitle(title + (f"\nbest: trial {best.number} = {best.value:.4f}" if best else ""), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

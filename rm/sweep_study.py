@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from rm.config import ConfigError
+from rm.config import ConfigError, build
 from rm.sweep_config import ObjectiveConfig, PruningConfig, SweepConfig, direction
 
 HEARTBEAT_S, GRACE_S = 30, 120  # a trial on another host is stale after 2 minutes without a heartbeat
@@ -85,8 +85,11 @@ def trial_budget(cfg: SweepConfig) -> int:
     return min(cfg.n_trials or grid_size(cfg), grid_size(cfg)) if cfg.sampler == "grid" else cfg.n_trials
 
 
-def open_study(sweep: Sweep, create: bool) -> optuna.Study:
-    """Create or continue the study; refuse one made from a different base, overrides, space or objective."""
+def open_study(sweep: Sweep, create: bool, read_only: bool = False) -> optuna.Study:
+    """Create or continue the study; refuse one made from a different base, overrides, space or objective.
+
+    `read_only` (for reports) takes those four from the study instead, so the file's overrides need not match.
+    """
     cfg = sweep.cfg
     missing = f"no study {sweep.name!r} in {sweep.storage_url}: start it once without --worker"
     if create:
@@ -103,10 +106,14 @@ def open_study(sweep: Sweep, create: bool) -> optuna.Study:
             study = optuna.load_study(study_name=sweep.name, storage=storage)
         except KeyError:
             raise ConfigError(missing) from None
-    identity = json.loads(
-        json.dumps({k: dataclasses.asdict(cfg)[k] for k in ("base", "overrides", "objective", "space")})
-    )
+    keys = ("base", "overrides", "objective", "space")
+    identity = json.loads(json.dumps({k: dataclasses.asdict(cfg)[k] for k in keys}))
     saved = study.user_attrs.get("rm_sweep")
+    if read_only and saved is not None:
+        sweep.cfg = dataclasses.replace(
+            cfg, **{k: getattr(build(SweepConfig, saved, "the study's sweep"), k) for k in keys}
+        )
+        return study
     if saved is None:
         study.set_user_attr("rm_sweep", identity)
     elif saved != identity:
