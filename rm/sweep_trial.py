@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -140,14 +141,21 @@ def run_child(trial: optuna.Trial, cfg: SweepConfig, cmd: list[str], storage_url
         raise optuna.TrialPruned(f"pruned at step {pruned_at}")
     out = Path(cmd[-1].split("=", 1)[1])  # output_dir=… is always the last override
     if code != 0 or not (out / "eval.json").is_file():
-        raise TrialCrashed(f"exit code {code}: {last_lines(log_path, 1)}")
+        raise TrialCrashed(f"exit code {code}: {last_error(log_path)}")
     return json.loads((out / "eval.json").read_text())
 
 
-def last_lines(path: Path, n: int) -> str:
-    """The last `n` non-empty lines of a log (what a crashed trial's table row shows)."""
+def last_error(path: Path) -> str:
+    """The line of a crashed trial's log that says why: the last `error: …` or `SomeError: …` line that is not
+    `accelerate launch` reporting its child's exit (CalledProcessError), else the last line."""
     try:
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except FileNotFoundError:
         return "(no log)"
-    return " | ".join(lines[-n:])
+    errors = [
+        line
+        for line in lines
+        if (line.startswith("error:") or re.match(r"^[\w.]+(Error|Exception|Exit)\b", line))
+        and "CalledProcessError" not in line
+    ]
+    return (errors or lines or ["(empty log)"])[-1]

@@ -23,7 +23,7 @@ from rm.config import load_config
 from rm.sweep_config import load_sweep
 from rm.sweep_report import rows, write_reports
 from rm.sweep_study import HOST, RETRY_OF, _alive, open_study, recover, resolve, tally
-from rm.sweep_trial import PRUNED_AT, make_reporter
+from rm.sweep_trial import PRUNED_AT, last_error, make_reporter
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
@@ -261,3 +261,17 @@ def test_a_trial_child_dies_with_its_sweep_process(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child)
+
+
+def test_a_crash_is_summed_up_by_the_runs_error_not_by_accelerates_wrapper(tmp_path):
+    log = tmp_path / "sweep_trial.log"
+    log.write_text(
+        "$ accelerate launch -m rm train x.yaml\nerror: data.eval_split: no split 'nosuch' in /d\n"
+        'Traceback (most recent call last):\n  File "launch.py", line 1\n'
+        "subprocess.CalledProcessError: Command '[...]' returned non-zero exit status 2.\n\n"
+    )
+    assert last_error(log) == "error: data.eval_split: no split 'nosuch' in /d"
+    log.write_text("Traceback (most recent call last):\nValueError: bad\n  (a note after it)\n")
+    assert last_error(log) == "ValueError: bad"
+    log.write_text("killed\n")
+    assert last_error(log) == "killed"
