@@ -14,10 +14,30 @@ def _train(args: argparse.Namespace) -> int:
     from rm.config import load_config
 
     cfg = load_config(args.config, args.overrides)  # fail on a bad key before torch is imported
+    on_eval = None
+    if os.environ.get("RM_SWEEP_TRIAL_ID"):  # launched by `python -m rm sweep`: report evals to the study
+        from rm.sweep_trial import reporter_from_env
+
+        on_eval = reporter_from_env()
     from rm.train import main
 
-    main(cfg)
+    try:
+        main(cfg, on_eval=on_eval)
+    except Exception as e:
+        if on_eval is None or type(e).__name__ != "TrialPruned":
+            raise
+        print(f"stopped: {e} (the sweep's pruner judged this trial weak)", file=sys.stderr)
+        return 3
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    try:
+        from rm.sweep import main
+    except ImportError as e:
+        print(f"error: sweeps need optuna ({e}): pip install 'rm-trainer[sweep]'", file=sys.stderr)
+        return 2
+    return main(args)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -139,6 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="run config YAML, e.g. configs/quickstart.yaml")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. train.lr=1e-4")
     train.set_defaults(func=_train)
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="tune a run config's keys with Optuna: grid, random or TPE, pruning, restartable, many machines",
+        description="Run the trials of a sweep YAML (configs/sweeps/), each a normal run under the sweep "
+        "directory; rerun the same command to continue a stopped sweep.",
+    )
+    sweep.add_argument("config", help="sweep YAML, e.g. configs/sweeps/quickstart-lr.yaml")
+    sweep.add_argument("overrides", nargs="*", metavar="key=value", help="sweep keys, e.g. n_trials=8 sampler=random")
+    sweep.add_argument("--dry-run", action="store_true", help="print the commands of the trials; run nothing")
+    sweep.add_argument("--storage", metavar="URL", help="Optuna storage URL shared by workers (default: the file's)")
+    sweep.add_argument("--worker", action="store_true", help="join a study started elsewhere and run trials for it")
+    sweep.add_argument("--report-only", action="store_true", help="write the results table, best.yaml and plot")
+    sweep.set_defaults(func=_sweep)
 
     data = sub.add_parser("data", help="look at preference data before training on it")
     data_sub = data.add_subparsers(dest="data_command", required=True)

@@ -249,7 +249,15 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
-        return _coerce(value, args[0], key)
+        if len(args) == 1:
+            return _coerce(value, args[0], key)
+        for arg in args:  # `bool | int | float | str`: the first type the value fits, in the order written
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError:
+                pass
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+        raise ConfigError(f"{key}: expected {names}, got {type(value).__name__} {value!r}")
     if origin is dict:
         key_tp, value_tp = typing.get_args(tp)
         if not isinstance(value, dict):
@@ -332,7 +340,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
     key, raw = text.split("=", 1)
-    value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+    try:
+        value = yaml.load(raw, Loader=_Loader) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML: {str(e).splitlines()[0]}") from None
     return key.strip().split("."), value
 
 
@@ -345,27 +356,39 @@ def _merge(raw: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
-    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type."""
-    raw: dict[str, Any] = {}
-    where = "defaults"
-    if path is not None:
-        where = str(path)
-        try:
-            raw = yaml.load(Path(path).read_text(), Loader=_Loader) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping, read with the safe loader; errors name the file."""
+    try:
+        raw = yaml.load(Path(path).read_text(), Loader=_Loader) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    return raw
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Merge `dotted.key=value` texts into a raw (YAML) mapping, in place; later ones win."""
     for text in overrides:
         keys, value = parse_override(text)
         _merge(raw, keys, value)
+    return raw
+
+
+def build(cls: type, raw: dict[str, Any], where: str) -> Any:
+    """Build the dataclass `cls` from a raw mapping, checking every key and type; errors start with `where`."""
     try:
-        cfg = _build(RunConfig, raw)
+        return _build(cls, raw)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type."""
+    raw = read_yaml(path) if path is not None else {}
+    cfg = build(RunConfig, apply_overrides(raw, overrides), str(path) if path is not None else "defaults")
     _validate(cfg)
     return cfg
 

@@ -18,11 +18,13 @@ from rm.model import pair_rewards
 
 def summarize(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, Any]:
     """Accuracy (a tie counts as half right: the model expressed no preference), n, mean gap, and the
-    expected calibration error of sigmoid(r_chosen - r_rejected) (see `rm.metrics.ece`)."""
+    expected calibration error of sigmoid(r_chosen - r_rejected) (see `rm.metrics.ece`), and the
+    Bradley-Terry loss -log sigmoid(r_chosen - r_rejected) without margin (what sweeps can minimise)."""
     diff = (chosen - rejected).double()
     correct = (diff > 0).double() + 0.5 * (diff == 0).double()
     return {
         "accuracy": correct.mean().item() if len(diff) else float("nan"),
+        "loss": torch.nn.functional.softplus(-diff).mean().item() if len(diff) else float("nan"),
         "n": len(diff),
         "ece": ece(chosen.double().numpy(), rejected.double().numpy()),
         "mean_margin": diff.mean().item() if len(diff) else float("nan"),

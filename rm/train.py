@@ -58,11 +58,17 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
-def main(cfg: RunConfig, on_batch: Callable[[dict, torch.Tensor], None] | None = None) -> dict:
-    """Run training as `cfg` says; returns the final eval result (also written to eval.json).
+def main(
+    cfg: RunConfig,
+    on_batch: Callable[[dict, torch.Tensor], None] | None = None,
+    on_eval: Callable[[int, dict], None] | None = None,
+) -> dict:
+    """Train, evaluate and export one run; return the final eval result (as written to eval.json).
 
     `on_batch(batch, loss)` is called after every micro-batch's backward pass: the benchmarks use it
-    to count pairs and tokens without a second copy of this loop.
+    to count pairs and tokens without a second copy of this loop. `on_eval(step, result)` is called on
+    every process after each periodic eval (`train.eval_steps`); sweeps report it to Optuna and prune
+    a weak trial by raising from it (rm/sweep_trial.py).
     """
     # -- accelerator, seed, run directory --------------------------------------------------------
     out = Path(cfg.output_dir)
@@ -196,7 +202,10 @@ def main(cfg: RunConfig, on_batch: Callable[[dict, torch.Tensor], None] | None =
                 loss_sum.zero_(), acc_sum.zero_()
                 micro = 0
             if cfg.train.eval_steps and step % cfg.train.eval_steps == 0 and step < max_steps:
-                _log_eval(accelerator, evaluate(model, eval_loader, accelerator, subsets), step)
+                periodic = evaluate(model, eval_loader, accelerator, subsets)
+                _log_eval(accelerator, periodic, step)
+                if on_eval is not None:
+                    on_eval(step, periodic)
             if cfg.train.save_steps and step % cfg.train.save_steps == 0:
                 accelerator.save_state(str(out / "checkpoints" / f"step-{step}"))
             if step >= max_steps:
