@@ -10,8 +10,6 @@ through the same function training's eval uses; rm shared packs pairs by a token
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -112,16 +110,8 @@ def trl_worker(work: Path, seed: int, passes: int, limit: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DEFAULT_DATA)
-    ap.add_argument("--work", type=Path, default=benchlib.REPO / "runs" / "bench_eval")
-    ap.add_argument("--modes", default="trl,rm-padded,rm-shared")
+    ap = benchlib.arguments(__doc__, "bench_eval", budget=4096, slice_s=15.0)
     ap.add_argument("--passes", type=int, default=2, help="passes over the pairs per mode")
-    ap.add_argument("--limit", type=int, default=0, help="score at most this many pairs (smoke runs)")
-    ap.add_argument("--budget", type=int, default=4096, help="rm shared: token budget per batch")
-    ap.add_argument("--slice", type=float, default=15.0, help="seconds per turn")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(2)
     if args.worker:
@@ -140,8 +130,7 @@ def main() -> None:
     cmd += ["--passes", str(args.passes), "--limit", str(args.limit)]
     turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
 
-    model = benchlib.random_model(100, 0, None, 0)
-    n_params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
+    n_params = benchlib.non_embedding_params()
     m = benchlib.MODEL
     pairs = all_pairs(args.work, args.limit)
     per_pair = benchlib.useful_flops(pairs, n_params, m["num_hidden_layers"], m["hidden_size"], False) / len(pairs)
@@ -162,14 +151,7 @@ def main() -> None:
         print(f"sum of reward gaps, shared vs padded: differ by {same:.2e} (same model, same pairs)")
     print(f"matmul peak (fp32, 1024^2, median of {len(peaks)}): {statistics.median(peaks):.1f} GFLOP/s; "
           f"useful FLOPs per pair {per_pair / 1e9:.2f} GFLOP (forward, prompt counted once)")  # fmt: skip
-    speeds = {k: rows[k]["pairs_per_s"] for k in rows}
-    line = {
-        "trl_pairs_per_s": round(speeds.get("trl", float("nan")), 3),
-        "padded_pairs_per_s": round(speeds.get("rm-padded", float("nan")), 3),
-        "shared_pairs_per_s": round(speeds.get("rm-shared", float("nan")), 3),
-    }
-    line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
-    print(json.dumps(line))
+    print(benchlib.summary_line(rows))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Needs the `bench` extra (TRL): pip install -e '.[bench]'.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -153,8 +152,7 @@ def trl_worker(work: Path, seed: int) -> None:
 def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_pairs: list[dict]) -> dict:
     from transformers import AutoConfig
 
-    model = benchlib.random_model(100, 0, None, 0)
-    n_params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
+    n_params = benchlib.non_embedding_params()
     cfg = AutoConfig.for_model("llama", **benchlib.MODEL)
     flops_per_pair = benchlib.useful_flops(prep_pairs, n_params, cfg.num_hidden_layers, cfg.hidden_size, True)
     flops_per_pair /= len(prep_pairs)
@@ -186,16 +184,8 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DEFAULT_DATA)
-    ap.add_argument("--work", type=Path, default=benchlib.REPO / "runs" / "bench_train")
-    ap.add_argument("--modes", default="trl,rm-padded,rm-shared")
+    ap = benchlib.arguments(__doc__, "bench_train", budget=1536, slice_s=20.0)
     ap.add_argument("--n-eval", type=int, default=381, help="held-out pairs (2,312 - 381 = 1,931 as in issue 3)")
-    ap.add_argument("--limit", type=int, default=0, help="train on at most this many pairs (smoke runs)")
-    ap.add_argument("--budget", type=int, default=1536, help="rm shared: token budget per micro-batch")
-    ap.add_argument("--slice", type=float, default=20.0, help="seconds per turn")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(2)
     if args.worker:
@@ -212,14 +202,7 @@ def main() -> None:
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
     turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
     rows = report(args.work, modes, turns, peaks, prep.train)
-    speeds = {m: rows[m]["pairs_per_s"] for m in modes}
-    line = {
-        "trl_pairs_per_s": round(speeds.get("trl", float("nan")), 3),
-        "padded_pairs_per_s": round(speeds.get("rm-padded", float("nan")), 3),
-        "shared_pairs_per_s": round(speeds.get("rm-shared", float("nan")), 3),
-    }
-    line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
-    print(json.dumps(line))
+    print(benchlib.summary_line(rows))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ machine's fp32 matmul rate, the peak that model FLOPs utilisation is quoted agai
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -241,3 +242,35 @@ def rates(path: Path, turns: list[tuple[float, float]]) -> dict:
     out["overall_pairs_per_s"] = (steps[-1]["pairs"] / total_time) if steps and total_time else float("nan")
     out["losses"] = [r["loss"] for r in steps if r.get("loss") is not None]
     return {**out, **final}
+
+
+def arguments(doc: str, work: str, budget: int, slice_s: float) -> argparse.ArgumentParser:
+    """The options both benchmarks take; each adds its own."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / work)
+    ap.add_argument("--modes", default="trl,rm-padded,rm-shared")
+    ap.add_argument("--limit", type=int, default=0, help="use at most this many pairs (smoke runs)")
+    ap.add_argument("--budget", type=int, default=budget, help="rm shared: token budget per micro-batch")
+    ap.add_argument("--slice", type=float, default=slice_s, help="seconds per turn")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    return ap
+
+
+def non_embedding_params() -> int:
+    """Parameters that do matmul work per token (the embedding lookup does none)."""
+    model = random_model(100, 0, None, 0)
+    return sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
+
+
+def summary_line(rows: dict) -> str:
+    """The last line of both benchmarks: median pairs/s per mode and shared's speed-up over TRL."""
+    speeds = {m: rows[m]["pairs_per_s"] if m in rows else float("nan") for m in ("trl", "rm-padded", "rm-shared")}
+    line = {
+        "trl_pairs_per_s": round(speeds["trl"], 3),
+        "padded_pairs_per_s": round(speeds["rm-padded"], 3),
+        "shared_pairs_per_s": round(speeds["rm-shared"], 3),
+    }
+    line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
+    return json.dumps(line)

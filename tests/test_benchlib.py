@@ -1,0 +1,42 @@
+"""The benchmarks' clock: a mode's rate counts only the time it actually ran, across paused turns."""
+
+import json
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import benchlib  # noqa: E402
+
+
+def test_rates_count_only_running_time_even_when_steps_straddle_turns(tmp_path):
+    """Turns of 5 s with 5 s pauses; steps of 3 s running time and 6 pairs: 2 pairs/s exactly."""
+    turns = [(0.0, 5.0), (10.0, 15.0), (20.0, 25.0), (30.0, 35.0)]
+
+    def wall(run):  # running time -> wall-clock time
+        for a, b in turns:
+            if run <= b - a:
+                return a + run
+            run -= b - a
+        raise AssertionError
+
+    rows = [{"t": wall(3 * i), "pairs": 6 * i, "tokens": 60 * i, "slots": 100 * i, "loss": 0.5} for i in range(1, 7)]
+    rows.append({"done": True, "accuracy": 0.75})
+    path = tmp_path / "m.progress"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = benchlib.rates(path, turns)
+    assert r["pairs_per_s"] == pytest.approx(2.0)
+    assert r["tokens_per_s"] == pytest.approx(20.0) and r["slots_per_s"] == pytest.approx(100 / 3)
+    assert r["overall_pairs_per_s"] == pytest.approx(2.0)
+    assert r["accuracy"] == 0.75 and r["turns"] == 3
+
+
+def test_useful_flops_count_the_prompt_once():
+    """One pair, prompt 2, chosen 1, rejected 1 tokens, N = 10 parameters, 1 layer of width 4.
+    matmuls: 2 * 10 * 4 tokens = 80; attention context: prompt 1 + 2, chosen 2 + 1, rejected 2 + 1 = 9
+    keys, times 4 * 4 * 1 = 144; forward 224, with backward 672."""
+    pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
+    assert benchlib.useful_flops([pair], 10, 1, 4, backward=False) == 224
+    assert benchlib.useful_flops([pair], 10, 1, 4, backward=True) == 672
