@@ -121,9 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from rm.config import ConfigError
     from rm.data import DataError
+    from rm.faults import TrainingError
 
     try:
         return args.func(args)
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
+        print(f"error: {e}", file=sys.stderr)
+        return 1
