@@ -31,7 +31,7 @@ from rm.data import load_data, subset_counts
 from rm.evaluate import evaluate, format_table
 from rm.export import RunData, export_model
 from rm.faults import Preemption, explain_oom, skip_nonfinite
-from rm.launch import exportable, make_accelerator
+from rm.launch import exportable, make_accelerator, shut_down
 from rm.layout import SharedCollator, choose_layout
 from rm.lora import add_lora, load_4bit, require_qlora
 from rm.loss import bradley_terry_loss
@@ -171,10 +171,8 @@ def main(cfg: RunConfig) -> dict:
 
     # -- loop ------------------------------------------------------------------------------------
     with explain_oom(cfg, "training", state):
-        interrupted = fit(
-            cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, subsets, state,
-            max_steps,
-        )  # fmt: skip
+        loaders = (train_loader, train_batches, eval_loader)
+        interrupted = fit(cfg, accelerator, model, optimizer, scheduler, loaders, subsets, state, max_steps)
     seconds = round(time.perf_counter() - started, 1)
     train_info = {
         "steps": state.step,
@@ -189,7 +187,8 @@ def main(cfg: RunConfig) -> dict:
         if is_main:
             print(f"\nstopped by SIGTERM after step {state.step} ({seconds} s); checkpoint saved.")
             print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
-        accelerator.end_training()
+        del model, optimizer, scheduler
+        shut_down(accelerator)
         return {"interrupted": True, "train": train_info}
 
     # -- final eval, save, export ----------------------------------------------------------------
@@ -202,8 +201,7 @@ def main(cfg: RunConfig) -> dict:
     if is_main:
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         if cfg.export.enabled and cfg.model.lora.qlora:
-            log.warning("export skipped: merging LoRA into 4-bit weights would lose precision (QLoRA runs keep "
-                        "their checkpoints only)")  # fmt: skip
+            log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
         elif cfg.export.enabled:
             export_model(
                 trained,  # a PeftModel under LoRA: merged into the base weights
@@ -220,7 +218,8 @@ def main(cfg: RunConfig) -> dict:
         print(f"\nheld-out accuracy after {state.step} steps ({seconds} s):")
         print(format_table(result))
         print(f"run directory: {out}")
-    accelerator.end_training()
+    del model, optimizer, scheduler
+    shut_down(accelerator)
     return result
 
 
@@ -230,17 +229,17 @@ def fit(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler,
-    train_loader: DataLoader,
-    train_batches: PairBatches,
-    eval_loader: DataLoader,
+    loaders: tuple[DataLoader, PairBatches, DataLoader],
     subsets: list[str],
     state: TrainState,
     max_steps: int,
 ) -> bool:
     """Optimizer steps from `state` up to `max_steps`, logging, evaluating and checkpointing on the way.
 
-    Returns True when a SIGTERM stopped it (after saving a checkpoint). `state` is updated in place.
+    `loaders` are the prepared train loader, its PairBatches and the prepared eval loader. Returns True
+    when a SIGTERM stopped it (after saving a checkpoint). `state` is updated in place.
     """
+    train_loader, train_batches, eval_loader = loaders
     device = accelerator.device
     # [loss, train accuracy, finite micro-batches] summed since the last log line, on the device.
     sums = torch.zeros(3, device=device)
@@ -301,12 +300,8 @@ def fit(
                     accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=state.step)
                     bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
                     sums.zero_()
-                if (
-                    cfg.train.eval_steps
-                    and state.step % cfg.train.eval_steps == 0
-                    and state.step < max_steps
-                    and not stop
-                ):
+                evaluating = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0
+                if evaluating and state.step < max_steps and not stop:
                     with explain_oom(cfg, "evaluation"):
                         _log_eval(accelerator, evaluate(model, eval_loader, accelerator, subsets), state.step)
                 if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
