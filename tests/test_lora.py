@@ -15,6 +15,7 @@ from conftest import REPO, tiny_model
 from rm.collator import PaddedCollator
 from rm.config import ConfigError, LoraConfig, ModelConfig, RandomInitConfig, load_config
 from rm.data import load_pairs
+from rm.export import export_run
 from rm.launch import mixed_precision
 from rm.layout import SharedCollator
 from rm.lora import add_lora, backbone_linear_names, qlora_unavailable, require_qlora
@@ -138,6 +139,9 @@ def test_a_lora_run_trains_adapters_and_head_and_exports_them_merged(tmp_path):
     pairs = load_pairs(str(out / "data"), "test", [])
     chosen = plain_transformers_rewards(out / "export", [p.prompt + p.chosen for p in pairs]).double()
     assert chosen.mean().item() == pytest.approx(result["overall"]["mean_chosen_reward"], abs=1e-5)
+    # `python -m rm export` of the final checkpoint rebuilds the LoRA model from adapter_config.json.
+    again = load_file(export_run(step, tmp_path / "from-checkpoint") / "model.safetensors")
+    assert again.keys() == merged.keys() and all(torch.equal(again[k], merged[k]) for k in merged)
 
 
 def test_qlora_needs_a_gpu_and_bitsandbytes_and_says_so(tmp_path):
