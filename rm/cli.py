@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from rm.config import ConfigError
     from rm.data import DataError
+    from rm.faults import TrainingError
 
     errors: tuple[type[Exception], ...] = (ConfigError, DataError)
     if args.command != "train":
@@ -274,3 +275,6 @@ def main(argv: list[str] | None = None) -> int:
     except errors as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
+        print(f"error: {e}", file=sys.stderr)
+        return 1

@@ -42,6 +42,24 @@ class RandomInitConfig:
 
 
 @dataclass
+class LoraConfig:
+    """LoRA adapters through `peft`: the backbone frozen, low-rank updates learned, the score head trained in full."""
+
+    r: int = 0
+    """Rank of the LoRA updates; 0 turns LoRA off (every weight is trained)."""
+    alpha: int = 16
+    """LoRA scaling numerator: updates are scaled by alpha / r."""
+    dropout: float = 0.0
+    """Dropout on the LoRA branch's input."""
+    target_modules: list[str] = field(default_factory=list)
+    """Module names to adapt (q_proj, v_proj… / query_key_value for GPT-NeoX); empty: every linear layer of the
+    backbone. The score head is never a target: it is trained and saved in full (peft's modules_to_save)."""
+    qlora: bool = False
+    """QLoRA: load the frozen backbone in 4-bit NF4 through bitsandbytes (needs a CUDA GPU, bitsandbytes and a
+    pretrained `model.name_or_path`)."""
+
+
+@dataclass
 class ModelConfig:
     """The backbone and its precision."""
 
@@ -57,6 +75,8 @@ class ModelConfig:
     """Run code shipped inside a Hub repository. Off by default: only turn on for repos you trust."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory (slower)."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """LoRA / QLoRA adapters (off while `lora.r` is 0)."""
 
 
 @dataclass
@@ -189,13 +209,20 @@ class TrainConfig:
     eval_steps: int = 0
     """Evaluate every this many optimizer steps (0: only at the end)."""
     save_steps: int = 0
-    """Save an accelerate checkpoint every this many optimizer steps (0: never mid-run)."""
+    """Save a checkpoint (model, optimizer, RNG, data position) every this many optimizer steps (0: never mid-run)."""
+    save_total_limit: int = 3
+    """Keep only the newest this many checkpoints (0: keep all)."""
+    resume: str = ""
+    """`auto`: continue from the newest complete checkpoint in `output_dir` (start afresh if there is none);
+    a path: continue from that checkpoint; empty: start afresh."""
+    max_nonfinite: int = 5
+    """A non-finite loss skips its optimizer step (counted in eval.json); this many in a row stop the run."""
     log_steps: int = 10
     """Log loss and learning rate every this many optimizer steps."""
     seed: int = 42
     """Seed of model init, shuffling and dropout."""
     mixed_precision: str = ""
-    """no, bf16 or fp16; empty keeps what `accelerate launch` / its config chose."""
+    """no, bf16, fp16, or auto (bf16 where the GPU has it, else no); empty keeps what `accelerate launch` chose."""
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
     """Accelerate trackers to log to (tensorboard, wandb…); empty for none."""
     num_threads: int = 0
@@ -234,7 +261,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),
     "train.scheduler": ("cosine", "linear", "constant"),
-    "train.mixed_precision": ("", "no", "bf16", "fp16"),
+    "train.mixed_precision": ("", "no", "bf16", "fp16", "auto"),
 }
 
 
@@ -312,6 +339,12 @@ def _validate(cfg: RunConfig) -> None:
     if unknown_columns:
         problems.append(f"data.columns.{unknown_columns[0]}: rm's fields are prompt, chosen, rejected, subset, margin")
     problems += [f"data.mixture.{k}: must be >= 0, got {w}" for k, w in cfg.data.mixture.items() if w < 0]
+    nonneg = ["model.lora.r", "train.save_steps", "train.save_total_limit"]
+    problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k)}" for k in nonneg if get_dotted(cfg, k) < 0]
+    if cfg.train.max_nonfinite < 1:
+        problems.append(f"train.max_nonfinite: must be >= 1, got {cfg.train.max_nonfinite}")
+    if cfg.model.lora.qlora and cfg.model.lora.r <= 0:
+        problems.append("model.lora.qlora: QLoRA trains LoRA adapters, so model.lora.r must be > 0")
     if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
         problems.append("train.epochs: must be > 0 when train.max_steps is 0")
     if problems:

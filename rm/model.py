@@ -51,15 +51,27 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_
             config, dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
         )
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # Non-reentrant, torch's recommended mode: it needs no input that requires grad (frozen
+        # embeddings under LoRA) and composes with DDP.
+        model.activation_checkpointing_enable({"use_reentrant": False})
     return model
 
 
-def score_head(model: PreTrainedModel) -> nn.Linear:
-    """The architecture's own classifier layer (`score` in Llama, Qwen2, Mistral, GPT-NeoX, GPT-2…)."""
+def transformers_model(model: nn.Module) -> PreTrainedModel:
+    """The transformers model inside a peft `PeftModel` (LoRA layers injected in place), or `model` itself."""
+    get_base = getattr(model, "get_base_model", None)  # PeftModel's; transformers models have none
+    return get_base() if callable(get_base) else model
+
+
+def score_head(model: nn.Module) -> nn.Module:
+    """The architecture's own classifier layer (`score` in Llama, Qwen2, Mistral, GPT-NeoX, GPT-2…).
+
+    Under LoRA it is peft's `modules_to_save` wrapper, whose forward uses the trained copy of the layer.
+    """
+    model = transformers_model(model)
     for name in ("score", "classifier"):
         head = getattr(model, name, None)
-        if isinstance(head, nn.Linear):
+        if isinstance(getattr(head, "original_module", head), nn.Linear):
             return head
     raise TypeError(
         f"{type(model).__name__} has no linear `score` head; rm reads the reward at the last token, "
@@ -83,10 +95,15 @@ class RewardModel(nn.Module):
       is built here on the device, and `reward_index` gives the flat positions to read.
     """
 
-    def __init__(self, hf: PreTrainedModel):
+    def __init__(self, hf: nn.Module):
         super().__init__()
-        self.hf = hf
+        self.hf = hf  # a transformers model, or a peft PeftModel around one (LoRA)
         score_head(hf)  # fail at construction, not at the first batch, for models without one
+
+    @property
+    def _no_split_modules(self) -> list[str] | None:
+        """FSDP's transformer-based auto-wrap reads this to find the decoder layers to shard."""
+        return transformers_model(self.hf)._no_split_modules
 
     def forward(
         self,
@@ -100,7 +117,8 @@ class RewardModel(nn.Module):
         """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
         if pair_ids is not None:
             attention_mask = self._shared_mask(pair_ids, segment_ids)
-        out = self.hf.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        backbone = transformers_model(self.hf).base_model  # LlamaModel etc.: hidden states, no head
+        out = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
         hidden = out.last_hidden_state  # [rows, T, H]
         if reward_index is None:
             rows = torch.arange(hidden.shape[0], device=hidden.device)
@@ -111,11 +129,12 @@ class RewardModel(nn.Module):
     def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor):
         from rm import layout
 
-        impl = self.hf.config._attn_implementation
+        hf = transformers_model(self.hf)
+        impl = hf.config._attn_implementation
         if impl == "flex_attention":
             return layout.block_mask(pair_ids, segment_ids)
         mask = layout.dense_mask(pair_ids, segment_ids)
-        return mask if impl == "sdpa" else layout.additive_mask(mask, self.hf.dtype)
+        return mask if impl == "sdpa" else layout.additive_mask(mask, hf.dtype)
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,8 +1,9 @@
 """One training run, top to bottom: accelerator, data and tokenizer, model, optimizer, loop, export.
 
-Launch with `python -m rm train CONFIG [key=value ...]` or `accelerate launch -m rm train CONFIG`.
-Metrics stay on the device and are reduced across processes once per `train.log_steps`
-optimizer steps, so logging costs no host sync per micro-batch.
+Launch with `python -m rm train CONFIG [key=value ...]` or `accelerate launch -m rm train CONFIG`
+(launcher configs in configs/accelerate/). Metrics stay on the device and are reduced across processes
+once per `train.log_steps` optimizer steps; the loop's one host sync per optimizer step is the check
+for a non-finite loss or a SIGTERM on any process (rm/faults.py). Checkpoints and resuming: rm/checkpoint.py.
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from rm import checkpoint
 from rm.batching import PairBatches
-from rm.collator import PaddedCollator, encode_pairs
+from rm.checkpoint import TrainState
+from rm.collator import EncodedPair, PaddedCollator, encode_pairs
 from rm.config import RunConfig, save_config, to_dict
 from rm.data import load_data, subset_counts
 from rm.evaluate import evaluate, format_table
 from rm.export import RunData, export_model
+from rm.faults import Preemption, explain_oom, skip_nonfinite
+from rm.launch import exportable, make_accelerator, shut_down
 from rm.layout import SharedCollator, choose_layout
+from rm.lora import add_lora, load_4bit, require_qlora
 from rm.loss import bradley_terry_loss
-from rm.model import RewardModel, build_model, pair_rewards
+from rm.model import RewardModel, build_model, pair_rewards, transformers_model
 from rm.tokenizer import load_tokenizer, train_bpe
 
 log = logging.getLogger("rm")
@@ -58,6 +64,32 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def encode(cfg: RunConfig, data, tokenizer, subsets: list[str]) -> tuple[list[EncodedPair], list[EncodedPair]]:
+    """Both splits tokenized; what truncation cost is logged and noted in the data report."""
+    train_set, train_report = encode_pairs(data.train, tokenizer, cfg.collator.max_length, subsets)
+    eval_set, eval_report = encode_pairs(data.eval, tokenizer, cfg.collator.max_length, subsets)
+    for split, rep in (("train", train_report), ("eval", eval_report)):
+        data.report.notes.setdefault("encoding", {"max_length": cfg.collator.max_length})[split] = {
+            "kept": rep.kept,
+            "prompt_truncated": rep.prompt_truncated,
+            "prompt_cut_inside_turn": rep.prompt_cut_inside_turn,
+            "dropped_too_long": len(rep.too_long),
+            "dropped_too_long_origins": rep.too_long,
+        }
+        if rep.prompt_truncated or rep.too_long:
+            log.warning(
+                "%s: %d prompts lost leading turns to fit max_length=%d (%d cut inside their last turn); "
+                "%d pairs dropped (responses alone too long), first: %s",
+                split,
+                rep.prompt_truncated,
+                cfg.collator.max_length,
+                rep.prompt_cut_inside_turn,
+                len(rep.too_long),
+                rep.too_long[:3],
+            )
+    return train_set, eval_set
+
+
 def main(
     cfg: RunConfig,
     on_batch: Callable[[dict, torch.Tensor], None] | None = None,
@@ -72,12 +104,10 @@ def main(
     """
     # -- accelerator, seed, run directory --------------------------------------------------------
     out = Path(cfg.output_dir)
-    accelerator = Accelerator(
-        gradient_accumulation_steps=cfg.train.grad_accum,
-        mixed_precision=cfg.train.mixed_precision or None,
-        log_with=cfg.train.report_to or None,
-        project_dir=str(out),
-    )
+    accelerator = make_accelerator(cfg)
+    resume_from = checkpoint.resume_point(cfg)  # a wrong train.resume fails now, not after loading data
+    if cfg.model.lora.qlora:
+        require_qlora(cfg.model)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     set_seed(cfg.train.seed)
@@ -99,27 +129,7 @@ def main(
     log.info("data: %d train pairs %s, %d eval pairs", len(train_pairs), subset_counts(train_pairs), len(eval_pairs))
     texts = [t for p in train_pairs for t in (p.prompt, p.chosen, p.rejected)]
     tokenizer = chat_tokenizer or make_tokenizer(cfg, texts, out, accelerator)
-    train_set, train_report = encode_pairs(train_pairs, tokenizer, cfg.collator.max_length, subsets)
-    eval_set, eval_report = encode_pairs(eval_pairs, tokenizer, cfg.collator.max_length, subsets)
-    for split, rep in (("train", train_report), ("eval", eval_report)):
-        data.report.notes.setdefault("encoding", {"max_length": cfg.collator.max_length})[split] = {
-            "kept": rep.kept,
-            "prompt_truncated": rep.prompt_truncated,
-            "prompt_cut_inside_turn": rep.prompt_cut_inside_turn,
-            "dropped_too_long": len(rep.too_long),
-            "dropped_too_long_origins": rep.too_long,
-        }
-        if rep.prompt_truncated or rep.too_long:
-            log.warning(
-                "%s: %d prompts lost leading turns to fit max_length=%d (%d cut inside their last turn); "
-                "%d pairs dropped (responses alone too long), first: %s",
-                split,
-                rep.prompt_truncated,
-                cfg.collator.max_length,
-                rep.prompt_cut_inside_turn,
-                len(rep.too_long),
-                rep.too_long[:3],
-            )
+    train_set, eval_set = encode(cfg, data, tokenizer, subsets)
     for line in data.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if is_main:
@@ -128,11 +138,20 @@ def main(
         raise SystemExit(f"no training pairs left after encoding (max_length={cfg.collator.max_length})")
 
     # -- model and batch layout --------------------------------------------------------------------
-    hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
-    model = RewardModel(hf)
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s, %.2fM parameters", type(hf).__name__, n_params / 1e6)
-    layout, why = choose_layout(model.to(accelerator.device), cfg.collator.layout, tokenizer.pad_token_id)
+    def new_model(quantized: bool = False) -> RewardModel:
+        if quantized:
+            hf = load_4bit(cfg.model, len(tokenizer), tokenizer.pad_token_id, accelerator.local_process_index)
+        else:
+            hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
+
+    with explain_oom(cfg, "loading the model"):
+        model = new_model(quantized=cfg.model.lora.qlora)
+        hf = transformers_model(model.hf)
+        n_params = sum(p.numel() for p in model.parameters())
+        n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        log.info("model: %s, %.2fM parameters, %.2fM trained", type(hf).__name__, n_params / 1e6, n_train / 1e6)
+        layout, why = choose_layout(model.to(accelerator.device), cfg.collator.layout, tokenizer.pad_token_id)
     log.info("layout: %s (%s)", layout, why)
     c = cfg.collator
     pad = tokenizer.pad_token_id
@@ -160,92 +179,174 @@ def main(
     )
     if cfg.train.report_to:
         accelerator.init_trackers("rm", config=_flat(to_dict(cfg)))
+    state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
 
     # -- loop ------------------------------------------------------------------------------------
-    step, micro, epoch = 0, 0, 0
-    loss_sum = torch.zeros((), device=accelerator.device)  # summed over micro-batches since last log
-    acc_sum = torch.zeros((), device=accelerator.device)
-    history: list[dict] = []
-    # Redraw at most every 10 s when stderr is a log file rather than a terminal.
-    interval = 0.1 if sys.stderr.isatty() else 10.0
-    bar = tqdm(total=max_steps, desc="train", disable=not is_main, dynamic_ncols=True, mininterval=interval)
-    model.train()
-    while step < max_steps:
-        train_batches.set_epoch(epoch)
-        for batch in train_loader:
-            with accelerator.accumulate(model):
-                chosen, rejected = pair_rewards(model, batch)
-                margin = batch["margin"] if cfg.loss.use_margin else None
-                loss = bradley_terry_loss(chosen, rejected, margin, cfg.loss.center_rewards_coef)
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and cfg.train.max_grad_norm > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            if on_batch is not None:
-                on_batch(batch, loss)
-            loss_sum += loss.detach()
-            acc_sum += (chosen > rejected).float().mean().detach()
-            micro += 1
-            if not accelerator.sync_gradients:
-                continue
-            step += 1
-            scheduler.step()
-            bar.update(1)
-            if step % cfg.train.log_steps == 0 or step == max_steps:
-                stats = accelerator.reduce(torch.stack([loss_sum, acc_sum]), reduction="mean") / micro
-                row = {"step": step, "loss": stats[0].item(), "train_accuracy": stats[1].item()}
-                row["lr"] = scheduler.get_last_lr()[0]
-                history.append(row)
-                accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=step)
-                bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
-                loss_sum.zero_(), acc_sum.zero_()
-                micro = 0
-            if cfg.train.eval_steps and step % cfg.train.eval_steps == 0 and step < max_steps:
-                periodic = evaluate(model, eval_loader, accelerator, subsets)
-                _log_eval(accelerator, periodic, step)
-                if on_eval is not None:
-                    on_eval(step, periodic)
-            if cfg.train.save_steps and step % cfg.train.save_steps == 0:
-                accelerator.save_state(str(out / "checkpoints" / f"step-{step}"))
-            if step >= max_steps:
-                break
-        epoch += 1
-    bar.close()
+    with explain_oom(cfg, "training", state):
+        loaders = (train_loader, train_batches, eval_loader)
+        interrupted = fit(
+            cfg, accelerator, model, optimizer, scheduler, loaders, subsets, state, max_steps, on_batch, on_eval
+        )
+    seconds = round(time.perf_counter() - started, 1)
+    train_info = {
+        "steps": state.step,
+        "epochs": round(state.epoch + state.batches_in_epoch / len(train_loader), 3),
+        "seconds": seconds,
+        "nonfinite_skipped": state.nonfinite_skipped,
+        "resumed_from": str(resume_from) if resume_from else None,
+        "processes": accelerator.num_processes,
+    }
+    if is_main:
+        (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in state.history))
+    if interrupted:  # SIGTERM: checkpoint saved; a final eval and export could outlast the grace period
+        if is_main:
+            print(f"\nstopped by SIGTERM after step {state.step} ({seconds} s); checkpoint saved.")
+            print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
+        del model, optimizer, scheduler
+        shut_down(accelerator)
+        return {"interrupted": True, "train": train_info}
 
     # -- final eval, save, export ----------------------------------------------------------------
-    result = evaluate(model, eval_loader, accelerator, subsets)
-    _log_eval(accelerator, result, step)
-    result["train"] = {"steps": step, "epochs": round(epoch, 3), "seconds": round(time.perf_counter() - started, 1)}
-    result["train"]["processes"] = accelerator.num_processes
+    with explain_oom(cfg, "evaluation"):
+        result = evaluate(model, eval_loader, accelerator, subsets)
+    _log_eval(accelerator, result, state.step)
+    result["train"] = train_info
     accelerator.wait_for_everyone()
+    trained = exportable(accelerator, model, new_model) if cfg.export.enabled else None  # every process
     if is_main:
         (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
-        (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
-        if cfg.export.enabled:
+        if cfg.export.enabled and cfg.model.lora.qlora:
+            log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
+        elif cfg.export.enabled:
             export_model(
-                accelerator.unwrap_model(model).hf,
+                trained,  # a PeftModel under LoRA: merged into the base weights
                 tokenizer,
                 out / "export",
                 cfg,
-                step=step,
-                final_step=step,
+                step=state.step,
+                final_step=state.step,
                 eval_result=result,
                 data=RunData(subsets, train_set, eval_set),
                 normalize=cfg.export.normalize,
                 overwrite=True,
             )
-        print(f"\nheld-out accuracy after {step} steps ({result['train']['seconds']} s):")
+        print(f"\nheld-out accuracy after {state.step} steps ({seconds} s):")
         print(format_table(result))
         print(f"run directory: {out}")
-    accelerator.end_training()
+    del model, optimizer, scheduler
+    shut_down(accelerator)
     return result
+
+
+def fit(
+    cfg: RunConfig,
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    loaders: tuple[DataLoader, PairBatches, DataLoader],
+    subsets: list[str],
+    state: TrainState,
+    max_steps: int,
+    on_batch: Callable[[dict, torch.Tensor], None] | None = None,
+    on_eval: Callable[[int, dict], None] | None = None,
+) -> bool:
+    """Optimizer steps from `state` up to `max_steps`, logging, evaluating and checkpointing on the way.
+
+    `loaders` are the prepared train loader, its PairBatches and the prepared eval loader. Returns True
+    when a SIGTERM stopped it (after saving a checkpoint). `state` is updated in place.
+    """
+    train_loader, train_batches, eval_loader = loaders
+    device = accelerator.device
+    # [loss, train accuracy, finite micro-batches] summed since the last log line, on the device.
+    sums = torch.zeros(3, device=device)
+    if accelerator.is_main_process:  # a resumed run's sums were saved already reduced over processes
+        sums += torch.tensor(state.pending, device=device)
+    bad = torch.zeros((), device=device)  # micro-batches of this optimizer step with a non-finite loss
+    stop = 0.0
+    # Redraw at most every 10 s when stderr is a log file rather than a terminal.
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    bar = tqdm(
+        total=max_steps,
+        initial=state.step,
+        desc="train",
+        disable=not accelerator.is_main_process,
+        dynamic_ncols=True,
+        mininterval=interval,
+    )
+    model.train()
+    with Preemption() as preemption:
+        while state.step < max_steps:
+            train_loader.set_epoch(state.epoch)  # the prepared loader passes the epoch on to PairBatches...
+            train_batches.set_epoch(state.epoch)  # ...except under DDP, where a sharding sampler wraps it
+            # A resumed run skips the micro-batches its checkpoint had consumed (same plan: same seed and epoch).
+            skip = state.batches_in_epoch
+            loader = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    chosen, rejected = pair_rewards(model, batch)
+                    margin = batch["margin"] if cfg.loss.use_margin else None
+                    loss = bradley_terry_loss(chosen, rejected, margin, cfg.loss.center_rewards_coef)
+                    accelerator.backward(loss)
+                    ok = torch.isfinite(loss.detach())
+                    bad += ~ok
+                    accuracy = (chosen > rejected).float().mean().detach()
+                    sums += ok * torch.stack([loss.detach().nan_to_num(), accuracy, torch.ones_like(accuracy)])
+                    if accelerator.sync_gradients:
+                        # The one host sync per optimizer step: a non-finite loss or a SIGTERM on any process?
+                        flags = accelerator.reduce(torch.stack([bad, bad.new_tensor(preemption.requested)]), "sum")
+                        n_bad, stop = flags.tolist()
+                        lr = scheduler.get_last_lr()[0]
+                        if not skip_nonfinite(int(n_bad), state.step + 1, state, cfg, lr, model):
+                            if cfg.train.max_grad_norm > 0:
+                                accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
+                            optimizer.step()
+                        optimizer.zero_grad(set_to_none=True)
+                        bad.zero_()
+                if on_batch is not None:
+                    on_batch(batch, loss)
+                state.batches_in_epoch += 1
+                if not accelerator.sync_gradients:
+                    continue
+                state.step += 1
+                scheduler.step()
+                bar.update(1)
+                if state.step % cfg.train.log_steps == 0 or state.step == max_steps:
+                    total = accelerator.reduce(sums, "sum")
+                    row = {"step": state.step, "loss": (total[0] / total[2]).item()}
+                    row |= {"train_accuracy": (total[1] / total[2]).item(), "lr": scheduler.get_last_lr()[0]}
+                    state.history.append(row)
+                    accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=state.step)
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
+                    sums.zero_()
+                evaluating = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0
+                if evaluating and state.step < max_steps and not stop:
+                    with explain_oom(cfg, "evaluation"):
+                        periodic = evaluate(model, eval_loader, accelerator, subsets)
+                    _log_eval(accelerator, periodic, state.step)
+                    if on_eval is not None:
+                        on_eval(state.step, periodic)
+                if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
+                    state.pending = accelerator.reduce(sums, "sum").tolist()
+                    state.scheduler = scheduler.state_dict()
+                    checkpoint.save(accelerator, cfg, state, model)
+                if stop:
+                    bar.close()
+                    log.warning("SIGTERM: stopped after step %d with a checkpoint", state.step)
+                    return True
+                if state.step >= max_steps:
+                    break
+            else:  # the epoch's batches are all consumed
+                state.epoch += 1
+                state.batches_in_epoch = 0
+    bar.close()
+    return False
 
 
 def _log_eval(accelerator: Accelerator, result: dict, step: int) -> None:
     metrics = {"eval/accuracy": result["overall"]["accuracy"], "eval/ece": result["overall"]["ece"]}
-    metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
     metrics |= {f"eval/ece/{name}": m["ece"] for name, m in result["subsets"].items()}
+    metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
     accelerator.log(metrics, step=step)
     if accelerator.is_main_process:
         log.info(

@@ -3,13 +3,15 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rm.config import ConfigError, RunConfig, load_config, save_config
 
-# Run configs only: sweep files (configs/sweeps/) are loaded by tests/test_sweep_config.py.
-CONFIGS = sorted(
-    p for p in (Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml") if p.parent.name != "sweeps"
-)
+REPO = Path(__file__).resolve().parents[1]
+# Run configs only: configs/accelerate/ holds launcher configs (where a run runs, not what it does)
+# and configs/sweeps/ sweep files (loaded by tests/test_sweep_config.py).
+LAUNCHERS = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
+CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml") if p not in LAUNCHERS and p.parent.name != "sweeps")
 
 
 def test_defaults_round_trip_through_yaml(tmp_path):
@@ -107,8 +109,40 @@ def test_every_shipped_config_loads_and_names_its_command(path):
     cfg = load_config(path)
     first = path.read_text().splitlines()[0]
     assert first.startswith("# ") and ("python -m rm" in first or "accelerate launch" in first), first
-    assert path.name in first or path.parent.name == "accelerate"
+    assert path.name in first
     assert cfg.output_dir
+
+
+@pytest.mark.parametrize("path", LAUNCHERS, ids=lambda p: p.name)
+def test_every_launcher_config_is_valid_for_accelerate_and_names_its_command(path):
+    """Parsed by yaml.safe_load and by accelerate's own loader (which rejects unknown keys); the first
+    line is the command that uses it, with a run config that exists and loads."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    assert isinstance(yaml.safe_load(path.read_text()), dict)
+    launcher = load_config_from_file(str(path))
+    assert launcher.num_processes >= 1
+    command = path.read_text().splitlines()[0]
+    assert command.startswith(f"# accelerate launch --config_file configs/accelerate/{path.name} -m rm train "), command
+    run_config = REPO / command.split()[-1]
+    assert run_config.is_file() and load_config(run_config).output_dir
+
+
+def test_the_launcher_configs_cover_cpu_one_gpu_ddp_fsdp_and_zero3():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    kinds = {p.stem: load_config_from_file(str(p)) for p in LAUNCHERS}
+    assert {k: str(c.distributed_type.value) for k, c in kinds.items()} == {
+        "cpu-ddp": "MULTI_GPU",  # torchrun; rm runs gloo on the CPU when no GPU is visible
+        "single-gpu": "NO",
+        "multi-gpu-ddp": "MULTI_GPU",
+        "fsdp": "FSDP",
+        "deepspeed-zero3": "DEEPSPEED",
+    }
+    assert kinds["cpu-ddp"].num_processes == 2 and kinds["cpu-ddp"].mixed_precision == "no"
+    assert kinds["deepspeed-zero3"].deepspeed_config["zero_stage"] == 3
+    assert kinds["deepspeed-zero3"].deepspeed_config["zero3_save_16bit_model"] is True  # the end-of-run export
+    assert kinds["fsdp"].fsdp_config["fsdp_version"] == 2
 
 
 def test_mappings_take_dotted_keys_and_check_their_values(tmp_path):
