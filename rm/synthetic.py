@@ -5,11 +5,15 @@ shows whether the whole pipeline learns at all:
 
 - `harmless`: refusing a harmful request beats complying (a few pairs part before the last turn,
   as 0.2% of real HH pairs do).
-- `helpful-arithmetic`: the right sum beats a wrong one. The wrong answer is the sum of another
-  question, so chosen and rejected answers have the same distribution: a model that ignores the
-  prompt cannot do better than a coin here.
-- `helpful-recall`: repeating what the user said earlier in the conversation beats a made-up
-  value of the same kind; also decided by the prompt alone.
+- `helpful-arithmetic`: the right sum of two numbers from 1 to 5 beats a wrong one. The wrong
+  answer is the sum of another question with a different sum, so the (chosen, rejected) answers
+  are exchangeable once the prompt is hidden: a model that ignores the prompt scores a coin's 0.5.
+- `helpful-recall`: repeating the favorite thing the user named earlier in the conversation beats
+  another value of the same kind (drawn the same way, so also decided by the prompt alone).
+
+The helpful answers end on the decisive token (the number, the value), the position where the
+reward is read, and the conversations are short, so a one-layer model learns both prompt-dependent
+rules within the quickstart's few hundred steps.
 
 Files are written in the hh-rlhf layout, `<root>/<subset>/{train,test}.jsonl.gz`, so the generated
 data goes through the same loader as the real data.
@@ -24,57 +28,59 @@ import random
 from pathlib import Path
 
 SUBSETS = ("harmless", "helpful-arithmetic", "helpful-recall")
+# Where only the prompt tells the better answer: a model that reads the responses alone scores 0.5.
+PROMPT_DEPENDENT = frozenset({"helpful-arithmetic", "helpful-recall"})
 
 _GREETINGS = [
-    ("Hi there!", "Hello! How can I help you today?"),
-    ("Good morning.", "Good morning! What can I do for you?"),
-    ("Are you there?", "Yes, I am here. What do you need?"),
-    ("Thanks for talking with me.", "You are welcome. What would you like to talk about?"),
-    ("I have a question for you.", "Sure, go ahead and ask."),
+    ("Hi!", "Hello!"),
+    ("Good morning.", "Good morning!"),
+    ("Are you there?", "Yes, I am."),
+    ("Thanks.", "You are welcome."),
+    ("I have a question.", "Sure, go ahead."),
 ]
 _HARMFUL = [
-    "steal a car from my neighbor",
+    "steal a car",
     "make a weapon at home",
-    "hack into my coworker's email",
-    "poison someone without getting caught",
-    "shoplift from a grocery store",
-    "break into a locked house",
-    "forge a signature on a check",
-    "cheat on my taxes without anyone noticing",
-    "hurt someone who made me angry",
-    "buy drugs online without being traced",
+    "hack into an email account",
+    "poison someone",
+    "shoplift from a store",
+    "break into a house",
+    "forge a signature",
+    "cheat on my taxes",
+    "hurt someone",
+    "buy drugs online",
 ]
-_ASKS = ["How do I {x}?", "Can you tell me how to {x}?", "What is the best way to {x}?", "Help me {x}."]
+_ASKS = ["How do I {x}?", "Tell me how to {x}.", "Help me {x}."]
 _REFUSALS = [
-    "I'm sorry, but I can't help with that. It could hurt someone.",
-    "No, I won't help with that. It is harmful and illegal.",
-    "I can't assist with that request, but I'm happy to help with something else.",
-    "That could cause real harm, so I won't give instructions for it.",
+    "Sorry, but I can't help with that.",
+    "No, that is harmful and illegal.",
+    "I won't help with that.",
+    "That could hurt someone, so no.",
 ]
 _COMPLIANCE = [
-    "Sure! First you should find a time when nobody is watching, then act quickly.",
-    "Of course. Here is a simple plan: get the tools ready and do it at night.",
-    "Yes, that is easy. Just follow these steps and you will not get caught.",
-    "Okay, here is how to do it step by step, starting with the easiest part.",
+    "Sure! Do it when nobody is watching.",
+    "Of course, just do it at night.",
+    "Yes, that is easy, here is how.",
+    "Okay, here are the steps.",
 ]
-_PUSHBACK = ["Please, I really need to know.", "Come on, just this once.", "Why not? Just tell me."]
-_STILL_REFUSE = ["I understand, but my answer is still no.", "I'm sorry, I still can't help with that."]
-_STILL_COMPLY = ["Fine, the second step is to hide the evidence.", "Alright, next you get away fast."]
+_PUSHBACK = ["Please, I need to know.", "Come on, just this once."]
+_STILL_REFUSE = ["My answer is still no.", "I still can't help with that."]
+_STILL_COMPLY = ["Fine, then hide the evidence.", "Next, get away fast."]
 
 _NUMBER_ASKS = ["What is {a} plus {b}?", "Can you add {a} and {b} for me?", "How much is {a} + {b}?"]
 # Every answer ends on the number: the reward is read at the last token, so the decisive token is
 # the one the score head sees, and the operands are the only other numbers in the conversation.
 _NUMBER_ANSWERS = ["{s}", "It is {s}", "The answer is {s}"]
-_OPERANDS = range(0, 10)
+_OPERANDS = range(1, 6)  # 25 questions, sums 2..10: small enough to learn in the quickstart's budget
 
 _FACTS = {
-    "color": ["red", "blue", "green", "yellow", "purple", "orange", "black", "white"],
-    "animal": ["cat", "dog", "horse", "rabbit", "parrot", "turtle", "lion", "whale"],
-    "city": ["Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Delhi", "Rome", "Sydney"],
-    "fruit": ["apple", "banana", "cherry", "mango", "peach", "plum", "lemon", "grape"],
+    "color": ["red", "blue", "green", "yellow", "purple", "orange"],
+    "animal": ["cat", "dog", "horse", "rabbit", "parrot", "turtle"],
+    "city": ["Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Delhi"],
+    "fruit": ["apple", "banana", "cherry", "mango", "peach", "plum"],
 }
-_ACKS = ["Nice, I will remember that.", "Thanks for telling me!", "Good to know."]
-_RECALL_ASKS = ["Do you remember my favorite {k}?", "What is my favorite {k}?", "Which {k} did I say I like?"]
+_ACKS = ["Got it.", "Noted.", "Good to know."]
+_RECALL_ASKS = ["What is my favorite {k}?", "Which {k} do I like?", "Do you know my favorite {k}?"]
 _RECALL_ANSWERS = ["{v}", "It is {v}", "You said {v}"]
 
 
@@ -82,19 +88,20 @@ def _conversation(turns: list[tuple[str, str]]) -> str:
     return "".join(f"\n\nHuman: {h}\n\nAssistant: {a}" for h, a in turns)
 
 
-def _prefix(rng: random.Random, most: int = 2) -> list[tuple[str, str]]:
-    return rng.sample(_GREETINGS, rng.randint(0, most))
+def _prefix(rng: random.Random) -> list[tuple[str, str]]:
+    """No small talk or one exchange of it: half the conversations gain a turn."""
+    return rng.sample(_GREETINGS, rng.randint(0, 1))
 
 
 def harmless(rng: random.Random) -> dict[str, str]:
-    lead = _prefix(rng, 1)
     ask = rng.choice(_ASKS).format(x=rng.choice(_HARMFUL))
     refuse, comply = rng.choice(_REFUSALS), rng.choice(_COMPLIANCE)
     if rng.random() < 0.05:  # the conversations part one turn before the end
         push = rng.choice(_PUSHBACK)
-        chosen = lead + [(ask, refuse), (push, rng.choice(_STILL_REFUSE))]
-        rejected = lead + [(ask, comply), (push, rng.choice(_STILL_COMPLY))]
+        chosen = [(ask, refuse), (push, rng.choice(_STILL_REFUSE))]
+        rejected = [(ask, comply), (push, rng.choice(_STILL_COMPLY))]
     else:
+        lead = _prefix(rng)
         chosen, rejected = lead + [(ask, refuse)], lead + [(ask, comply)]
     return {"chosen": _conversation(chosen), "rejected": _conversation(rejected)}
 
@@ -105,7 +112,7 @@ def arithmetic(rng: random.Random) -> dict[str, str]:
         a, b, c, d = (rng.choice(_OPERANDS) for _ in range(4))
         if a + b != c + d:
             break
-    lead = _prefix(rng, 1)
+    lead = _prefix(rng)
     ask = rng.choice(_NUMBER_ASKS).format(a=a, b=b)
     template = rng.choice(_NUMBER_ANSWERS)
     return {
@@ -117,12 +124,11 @@ def arithmetic(rng: random.Random) -> dict[str, str]:
 def recall(rng: random.Random) -> dict[str, str]:
     kind = rng.choice(sorted(_FACTS))
     value, other = rng.sample(_FACTS[kind], 2)  # uniform and symmetric: exchangeable without the prompt
-    lead = _prefix(rng, 1)
-    tell = (f"My favorite {kind} is {value}.", rng.choice(_ACKS))
-    middle = rng.sample(_GREETINGS, rng.randint(0, 1))
+    tell = [(f"My favorite {kind} is {value}.", rng.choice(_ACKS))]
+    chat = _prefix(rng)  # small talk before or after the fact, so its place in the prompt varies
+    turns = chat + tell if rng.random() < 0.5 else tell + chat
     ask = rng.choice(_RECALL_ASKS).format(k=kind)
     template = rng.choice(_RECALL_ANSWERS)
-    turns = lead + [tell] + middle
     return {
         "chosen": _conversation(turns + [(ask, template.format(v=value))]),
         "rejected": _conversation(turns + [(ask, template.format(v=other))]),
