@@ -57,8 +57,8 @@ class SharedCollator:
         rejected_index = [4, 8]                           #   segment's last token: the reward is read there
         subset_ids, margin, pair_index as in the padded layout, in the order of the batch.
 
-    Token q may attend to token k when they are in the same pair, k <= q, and not (q rejected and
-    k chosen): see `dense_mask`.
+    Token q may attend to token k when they are in the same pair, k <= q, and k is in the prompt or
+    in q's own segment (so rejected never sees chosen): see `dense_mask`.
     """
 
     def __init__(self, pad_token_id: int, pack_length: int = 0):
@@ -107,14 +107,16 @@ class SharedCollator:
 def dense_mask(pair_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
     """Boolean [rows, 1, T, T], True where query q may attend to key k (SDPA's convention).
 
-    Padding (pair id -1) attends causally to padding only, so no query row is empty (an empty row
+    The rule: same group (pair), k <= q, and k is in the prompt or in q's own segment. For a pair
+    that is "rejected never sees chosen"; for scoring, any number of responses can share a prompt.
+    Padding (group -1) attends causally to padding only, so no query row is empty (an empty row
     would make softmax produce NaN) and no real token ever sees padding.
     """
     t = pair_ids.shape[1]
     causal = torch.ones(t, t, dtype=torch.bool, device=pair_ids.device).tril()  # [T, T]
     same_pair = pair_ids[:, :, None] == pair_ids[:, None, :]  # [rows, T, T]
-    rejected_sees_chosen = (segment_ids[:, :, None] == REJECTED) & (segment_ids[:, None, :] == CHOSEN)
-    return (same_pair & causal & ~rejected_sees_chosen)[:, None]  # [rows, 1, T, T]
+    visible = (segment_ids[:, None, :] == PROMPT) | (segment_ids[:, :, None] == segment_ids[:, None, :])
+    return (same_pair & causal & visible)[:, None]  # [rows, 1, T, T]
 
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -128,8 +130,8 @@ def block_mask(pair_ids: torch.Tensor, segment_ids: torch.Tensor):
 
     def allowed(b, h, q, k):
         same = pair_ids[b, q] == pair_ids[b, k]
-        crossing = (segment_ids[b, q] == REJECTED) & (segment_ids[b, k] == CHOSEN)
-        return same & (k <= q) & ~crossing
+        visible = (segment_ids[b, k] == PROMPT) | (segment_ids[b, q] == segment_ids[b, k])
+        return same & (k <= q) & visible
 
     rows, t = pair_ids.shape
     return create_block_mask(allowed, B=rows, H=None, Q_LEN=t, KV_LEN=t, device=pair_ids.device)
@@ -140,11 +142,12 @@ def choose_layout(model: torch.nn.Module, requested: str, pad_token_id: int) -> 
     with it on a probe batch, and otherwise falls back to padded, saying why."""
     if requested == "padded":
         return "padded", "collator.layout is padded"
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_MASKED_LM_MAPPING
 
     hf = model.hf
     why_not = ""
-    if type(hf.config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+    # BERT-like encoders also have a causal-LM class (BertLMHeadModel), so ask for the masked-LM one too.
+    if type(hf.config) not in MODEL_FOR_CAUSAL_LM_MAPPING or type(hf.config) in MODEL_FOR_MASKED_LM_MAPPING:
         why_not = f"{hf.config.model_type} is not a causal decoder (its tokens see later tokens)"
     else:
         why_not = _probe(model, pad_token_id)
@@ -186,3 +189,62 @@ def _probe(model: torch.nn.Module, pad_token_id: int) -> str:
     if not err <= tol * (1 + want.abs().max().item()):
         return f"{type(model.hf).__name__} gives different rewards in the shared layout (max diff {err:.2e})"
     return ""
+
+
+class PackedScoring:
+    """The scoring layout (rm.score's `Layout`): sequences that share a prompt share one copy of it.
+
+    Consecutive sequences with identical prompt ids form a group `[prompt | response 1 | response 2 …]`
+    (the order `rm.score.score_seqs` sorts them in puts them side by side); groups are packed into
+    rows like pairs. Each response sees the prompt and itself, so every reward equals a forward of
+    that sequence alone.
+    """
+
+    def __init__(self, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+
+    def collate(self, seqs: list) -> dict[str, torch.Tensor]:
+        groups: list[list[int]] = []
+        for i, s in enumerate(seqs):
+            if groups and seqs[groups[-1][0]].prompt_ids == s.prompt_ids:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        lengths = [len(seqs[g[0]].prompt_ids) + sum(len(seqs[i].response_ids) for i in g) for g in groups]
+        rows = plan_rows(lengths, max(lengths))
+        width = max(sum(lengths[g] for g in row) for row in rows)
+        shape = (len(rows), width)
+        input_ids = torch.full(shape, self.pad_token_id, dtype=torch.long)
+        position_ids = torch.zeros(shape, dtype=torch.long)
+        group_ids = torch.full(shape, -1, dtype=torch.long)
+        segment_ids = torch.full(shape, -1, dtype=torch.long)
+        reward_index = torch.empty(len(seqs), dtype=torch.long)
+        for r, row in enumerate(rows):
+            col = 0
+            for g in row:
+                prompt = seqs[groups[g][0]].prompt_ids
+                n_p = len(prompt)
+                input_ids[r, col : col + n_p] = torch.tensor(prompt, dtype=torch.long)
+                position_ids[r, col : col + n_p] = torch.arange(n_p)
+                group_ids[r, col : col + n_p] = g
+                segment_ids[r, col : col + n_p] = PROMPT
+                col += n_p
+                for k, i in enumerate(groups[g], start=1):
+                    resp = seqs[i].response_ids
+                    end = col + len(resp)
+                    input_ids[r, col:end] = torch.tensor(resp, dtype=torch.long)
+                    position_ids[r, col:end] = torch.arange(n_p, n_p + len(resp))
+                    group_ids[r, col:end] = g
+                    segment_ids[r, col:end] = k
+                    reward_index[i] = r * width + end - 1
+                    col = end
+        return {
+            "input_ids": input_ids,
+            "position_ids": position_ids,
+            "pair_ids": group_ids,
+            "segment_ids": segment_ids,
+            "reward_index": reward_index,
+        }
+
+    def rewards(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(**batch)

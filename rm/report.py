@@ -24,9 +24,12 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader
 
 from rm import metrics, plots
+from rm.batching import PairBatches
 from rm.collator import PaddedCollator, encode_pairs
 from rm.data import DataError, Pair, holdout_split, load_pairs
 from rm.evaluate import gather_rewards
+from rm.layout import SharedCollator, choose_layout
+from rm.model import RewardModel
 from rm.score import default_max_length, load_reward_model
 
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
@@ -114,7 +117,12 @@ def main(
     if not kept:
         raise DataError(f"{data}: no pairs to evaluate ({len(pairs)} loaded, {len(dropped)} too long)")
 
-    loader = DataLoader(encoded, batch_size=batch_size, collate_fn=PaddedCollator(tokenizer.pad_token_id))
+    # Training's layouts: shared-prefix packing where the model reproduces separate forwards with it.
+    pad = tokenizer.pad_token_id
+    layout = choose_layout(reward_model, "auto", pad)[0] if isinstance(reward_model, RewardModel) else "padded"
+    collate = SharedCollator(pad) if layout == "shared" else PaddedCollator(pad)
+    batches = PairBatches(encoded, layout, batch_size, shuffle=False)
+    loader = DataLoader(encoded, batch_sampler=batches, collate_fn=collate)
     gathered = gather_rewards(reward_model, accelerator.prepare(loader), accelerator)
     chosen, rejected = gathered["chosen"], gathered["rejected"]
     if len(chosen) != len(kept):  # each pair exactly once, or the numbers below would be wrong

@@ -135,6 +135,16 @@ class PaddedLayout:
         return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
 
 
+def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
+    """Packed rows with shared prompts where the model reproduces separate forwards that way (decoders
+    through `RewardModel`, checked by `rm.layout.choose_layout`'s probe); one padded row per text else."""
+    from rm.layout import PackedScoring, choose_layout
+
+    if isinstance(model, RewardModel) and choose_layout(model, "auto", pad_token_id)[0] == "shared":
+        return PackedScoring(pad_token_id)
+    return PaddedLayout(pad_token_id)
+
+
 def split_last_turn(text: str) -> tuple[str, str]:
     """(prompt, response): the prompt runs to the last "\\n\\nAssistant:" tag; without a tag it is empty."""
     cut = text.rfind(ASSISTANT)
@@ -291,7 +301,7 @@ def score_file(
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
     `chosen_reward` and `rejected_reward`) and, where tokens were cut, `"truncated": true`.
     """
-    layout = layout or PaddedLayout(tokenizer.pad_token_id)
+    layout = layout or default_layout(model, tokenizer.pad_token_id)
     window = window or 16 * batch_size
     device = next(model.parameters()).device
     prefix = special_prefix(tokenizer)

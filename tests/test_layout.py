@@ -171,3 +171,72 @@ def test_flex_attention_block_mask_equals_separate_forwards(tokenizer):
         ref_c, ref_r = separate_rewards(RewardModel(sdpa).eval(), pairs)
     assert (chosen - ref_c).abs().max().item() <= 1e-5
     assert (rejected - ref_r).abs().max().item() <= 1e-5
+
+
+def test_auto_layout_falls_back_to_padded_and_says_why(tokenizer, monkeypatch):
+    import rm.layout
+    from rm.layout import choose_layout
+
+    model = RewardModel(tiny_model(tokenizer, "llama"))
+    assert choose_layout(model, "auto", tokenizer.pad_token_id)[0] == "shared"
+    assert choose_layout(model, "padded", tokenizer.pad_token_id)[0] == "padded"
+
+    def leaky(pair_ids, segment_ids):  # what an architecture that ignores the custom mask amounts to
+        t = pair_ids.shape[1]
+        return ((pair_ids[:, :, None] == pair_ids[:, None, :]) & torch.ones(t, t, dtype=torch.bool).tril())[:, None]
+
+    monkeypatch.setattr(rm.layout, "dense_mask", leaky)
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    assert layout == "padded" and "different rewards in the shared layout" in why
+    with pytest.raises(ValueError, match="collator.layout=shared is not possible"):
+        choose_layout(model, "shared", tokenizer.pad_token_id)
+
+
+def test_encoders_are_not_given_the_shared_layout(tokenizer):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from rm.layout import choose_layout
+
+    bert = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            intermediate_size=64,
+            num_labels=1,
+        )  # fmt: skip
+    )
+    layout, why = choose_layout(RewardModel(bert), "auto", tokenizer.pad_token_id)
+    assert layout == "padded" and "not a causal decoder" in why
+
+
+def test_packed_scoring_shares_prompts_and_equals_separate_forwards(tokenizer):
+    """Scoring: texts with the same prompt share one copy of it; every reward equals a lone forward."""
+    from rm.layout import PackedScoring
+    from rm.score import ScoreSeq
+
+    model = RewardModel(tiny_model(tokenizer, "qwen2"))
+    rng = random.Random(5)
+
+    def ids(n):
+        return [rng.randrange(2, len(tokenizer)) for _ in range(n)]
+
+    p1, p2 = ids(9), ids(4)
+    seqs = [
+        ScoreSeq(p1, ids(3)),
+        ScoreSeq(p1, ids(5)),
+        ScoreSeq(p1, ids(1)),
+        ScoreSeq(p2, ids(6)),
+        ScoreSeq([], ids(7)),
+    ]
+    layout = PackedScoring(tokenizer.pad_token_id)
+    batch = layout.collate(seqs)
+    assert batch["input_ids"].numel() < sum(len(s) for s in seqs)  # the shared prompt is stored once
+    with torch.no_grad():
+        got = layout.rewards(model, batch)
+        for i, s in enumerate(seqs):
+            t = torch.tensor([s.prompt_ids + s.response_ids])
+            assert got[i].item() == pytest.approx(
+                model(input_ids=t, attention_mask=torch.ones_like(t))[0].item(), abs=1e-5
+            )

@@ -150,3 +150,17 @@ def test_shared_and_padded_layouts_train_the_same_model(tmp_path):
     assert logs["shared"] == pytest.approx(logs["padded"], abs=1e-4)
     for k, w in weights["padded"].items():
         assert torch.allclose(weights["shared"][k], w, atol=1e-4), k
+
+
+def test_rm_eval_on_the_export_reproduces_the_runs_eval_json(run, tmp_path):
+    """`python -m rm eval` (its in-process entry) on the exported folder gives training's numbers."""
+    from rm.report import main as rm_eval
+
+    out, cfg, result = run
+    got = rm_eval(str(out / "export"), str(out / "data"), tmp_path / "eval", split="test")
+    assert got["overall"]["n"] == result["overall"]["n"]
+    assert got["overall"]["accuracy"] == pytest.approx(result["overall"]["accuracy"], abs=1e-9)
+    for name, m in result["subsets"].items():
+        assert got["subsets"][name]["n"] == m["n"]
+        assert got["subsets"][name]["accuracy"] == pytest.approx(m["accuracy"], abs=1e-9)
+        assert got["subsets"][name]["mean_margin"] == pytest.approx(m["mean_margin"], abs=1e-5)
