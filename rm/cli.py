@@ -96,6 +96,7 @@ def _eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=args.dtype,
         trust_remote_code=args.trust_remote_code,
+        on_bad_record=args.on_bad_record,
     )
     return 0
 
@@ -234,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate the held-out FRACTION of a seeded split, as training's data.eval_fraction",
     )
     ev.add_argument("--split-seed", type=int, default=0, help="seed of that split (training's data.split_seed)")
+    ev.add_argument(
+        "--on-bad-record",
+        choices=["error", "skip"],
+        default="error",
+        help="skip (and count) malformed records instead of stopping, as training's data.on_bad_record",
+    )
     ev.add_argument("--max-pairs", type=int, default=0, help="a seeded sample of at most this many pairs")
     ev.add_argument("--bootstrap-samples", type=int, default=1000, help="bootstrap resamples for the intervals")
     ev.add_argument("--seed", type=int, default=0, help="bootstrap seed")

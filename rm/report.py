@@ -26,8 +26,10 @@ from torch.utils.data import DataLoader
 from rm import metrics, plots
 from rm.batching import PairBatches
 from rm.collator import PaddedCollator, encode_pairs
+from rm.config import DataConfig
 from rm.data import DataError, Pair, holdout_split, load_pairs
 from rm.evaluate import gather_rewards
+from rm.launch import shut_down
 from rm.layout import SharedCollator, choose_layout
 from rm.model import RewardModel
 from rm.score import default_max_length, load_reward_model
@@ -36,7 +38,13 @@ PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png"
 
 
 def select_pairs(
-    source: str, split: str, subsets: list[str], holdout: float, split_seed: int, max_pairs: int
+    source: str,
+    split: str,
+    subsets: list[str],
+    holdout: float,
+    split_seed: int,
+    max_pairs: int,
+    on_bad_record: str = "error",
 ) -> tuple[list[Pair], str]:
     """The pairs to evaluate and a sentence saying which they are.
 
@@ -44,7 +52,7 @@ def select_pairs(
     makes with `data.eval_fraction=holdout data.split_seed=split_seed` (`rm.data.holdout_split`);
     `max_pairs` samples as training's `data.max_eval_pairs` does. So a run's own eval set is reproducible.
     """
-    pairs = load_pairs(source, split, subsets)
+    pairs = load_pairs(source, split, subsets, DataConfig(on_bad_record=on_bad_record))
     how = f"`{source}`" + (f" (split `{split}`)" if not Path(source).is_file() else "")
     if holdout:
         _, pairs = holdout_split(pairs, holdout, split_seed)
@@ -93,10 +101,11 @@ def main(
     seed: int = 0,
     dtype: str = "float32",
     trust_remote_code: bool = False,
+    on_bad_record: str = "error",
 ) -> dict:
     started = time.perf_counter()
     accelerator = Accelerator()
-    pairs, how = select_pairs(data, split, list(subsets), holdout, split_seed, max_pairs)
+    pairs, how = select_pairs(data, split, list(subsets), holdout, split_seed, max_pairs, on_bad_record)
     reward_model, tokenizer = load_reward_model(model, dtype, trust_remote_code)
     reward_model.to(accelerator.device)
     max_length = max_length or default_max_length(model, reward_model)
@@ -128,6 +137,7 @@ def main(
     if len(chosen) != len(kept):  # each pair exactly once, or the numbers below would be wrong
         raise RuntimeError(f"gathered {len(chosen)} rewards for {len(kept)} pairs")
     if not accelerator.is_main_process:
+        shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
         return {}
 
     c, r = chosen.double().numpy(), rejected.double().numpy()
@@ -164,6 +174,7 @@ def main(
     (out / "report.md").write_text(render_markdown(result))
     print(format_table(result))
     print(f"report: {out / 'report.md'}")
+    shut_down(accelerator)
     return result
 
 
