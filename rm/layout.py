@@ -43,6 +43,43 @@ def plan_rows(lengths: list[int], width: int) -> list[list[int]]:
     return rows
 
 
+def pack(
+    groups: list[tuple[list[int], list[list[int]]]], pad_token_id: int, min_width: int = 0
+) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+    """Pack (prompt, [response, …]) groups into rows; each group is `[prompt | response 1 | response 2 …]`.
+
+    Every response's positions continue the prompt's, and its segment id (1, 2, …) keeps it from
+    seeing the other responses of its group (`dense_mask`). Returns the row tensors and, per group,
+    the flat index (row * T + column) of each response's last token, where its reward is read.
+    """
+    lengths = [len(prompt) + sum(len(r) for r in responses) for prompt, responses in groups]
+    rows = plan_rows(lengths, max(max(lengths), min_width))
+    width = max(sum(lengths[g] for g in row) for row in rows)
+    shape = (len(rows), width)
+    input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    position_ids = torch.zeros(shape, dtype=torch.long)
+    group_ids = torch.full(shape, -1, dtype=torch.long)
+    segment_ids = torch.full(shape, -1, dtype=torch.long)
+    ends: list[list[int]] = [[] for _ in groups]
+    for r, row in enumerate(rows):
+        col = 0
+        for g in row:
+            prompt, responses = groups[g]
+            n_p = len(prompt)
+            for segment, ids in enumerate([prompt, *responses]):
+                start = 0 if segment == PROMPT else n_p  # every response continues the prompt
+                end = col + len(ids)
+                input_ids[r, col:end] = torch.tensor(ids, dtype=torch.long)
+                position_ids[r, col:end] = torch.arange(start, start + len(ids))
+                group_ids[r, col:end] = g
+                segment_ids[r, col:end] = segment
+                if segment != PROMPT:
+                    ends[g].append(r * width + end - 1)
+                col = end
+    tensors = {"input_ids": input_ids, "position_ids": position_ids, "pair_ids": group_ids, "segment_ids": segment_ids}
+    return tensors, ends
+
+
 class SharedCollator:
     """Packs pairs into rows of `[p0 c0 r0 p1 c1 r1 …]`, as wide as the longest pair (or `pack_length`).
 
@@ -66,38 +103,12 @@ class SharedCollator:
         self.pack_length = pack_length
 
     def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-        lengths = [pair_length(p) for p in batch]
-        rows = plan_rows(lengths, max(max(lengths), self.pack_length))
-        width = max(sum(lengths[i] for i in row) for row in rows)
-        shape = (len(rows), width)
-        input_ids = torch.full(shape, self.pad_token_id, dtype=torch.long)
-        position_ids = torch.zeros(shape, dtype=torch.long)
-        pair_ids = torch.full(shape, -1, dtype=torch.long)
-        segment_ids = torch.full(shape, -1, dtype=torch.long)
-        chosen_index = torch.empty(len(batch), dtype=torch.long)
-        rejected_index = torch.empty(len(batch), dtype=torch.long)
-        for r, row in enumerate(rows):
-            col = 0
-            for i in row:
-                p = batch[i]
-                n_p, n_c, n_r = len(p.prompt_ids), len(p.chosen_ids), len(p.rejected_ids)
-                end = col + n_p + n_c + n_r
-                input_ids[r, col:end] = torch.tensor(p.prompt_ids + p.chosen_ids + p.rejected_ids)
-                position_ids[r, col:end] = torch.cat(
-                    [torch.arange(n_p + n_c), torch.arange(n_p, n_p + n_r)]
-                )  # [P + C + R]
-                pair_ids[r, col:end] = i
-                segment_ids[r, col:end] = torch.tensor([PROMPT] * n_p + [CHOSEN] * n_c + [REJECTED] * n_r)
-                chosen_index[i] = r * width + col + n_p + n_c - 1
-                rejected_index[i] = r * width + end - 1
-                col = end
+        groups = [(p.prompt_ids, [p.chosen_ids, p.rejected_ids]) for p in batch]
+        tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
         return {
-            "input_ids": input_ids,
-            "position_ids": position_ids,
-            "pair_ids": pair_ids,
-            "segment_ids": segment_ids,
-            "chosen_index": chosen_index,
-            "rejected_index": rejected_index,
+            **tensors,
+            "chosen_index": torch.tensor([e[0] for e in ends]),
+            "rejected_index": torch.tensor([e[1] for e in ends]),
             "subset_ids": torch.tensor([p.subset_id for p in batch]),
             "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
             "pair_index": torch.tensor([p.index for p in batch]),
@@ -204,47 +215,18 @@ class PackedScoring:
         self.pad_token_id = pad_token_id
 
     def collate(self, seqs: list) -> dict[str, torch.Tensor]:
-        groups: list[list[int]] = []
+        members: list[list[int]] = []  # runs of consecutive sequences with the same prompt
         for i, s in enumerate(seqs):
-            if groups and seqs[groups[-1][0]].prompt_ids == s.prompt_ids:
-                groups[-1].append(i)
+            if members and seqs[members[-1][0]].prompt_ids == s.prompt_ids:
+                members[-1].append(i)
             else:
-                groups.append([i])
-        lengths = [len(seqs[g[0]].prompt_ids) + sum(len(seqs[i].response_ids) for i in g) for g in groups]
-        rows = plan_rows(lengths, max(lengths))
-        width = max(sum(lengths[g] for g in row) for row in rows)
-        shape = (len(rows), width)
-        input_ids = torch.full(shape, self.pad_token_id, dtype=torch.long)
-        position_ids = torch.zeros(shape, dtype=torch.long)
-        group_ids = torch.full(shape, -1, dtype=torch.long)
-        segment_ids = torch.full(shape, -1, dtype=torch.long)
+                members.append([i])
+        groups = [(seqs[m[0]].prompt_ids, [seqs[i].response_ids for i in m]) for m in members]
+        tensors, ends = pack(groups, self.pad_token_id)
         reward_index = torch.empty(len(seqs), dtype=torch.long)
-        for r, row in enumerate(rows):
-            col = 0
-            for g in row:
-                prompt = seqs[groups[g][0]].prompt_ids
-                n_p = len(prompt)
-                input_ids[r, col : col + n_p] = torch.tensor(prompt, dtype=torch.long)
-                position_ids[r, col : col + n_p] = torch.arange(n_p)
-                group_ids[r, col : col + n_p] = g
-                segment_ids[r, col : col + n_p] = PROMPT
-                col += n_p
-                for k, i in enumerate(groups[g], start=1):
-                    resp = seqs[i].response_ids
-                    end = col + len(resp)
-                    input_ids[r, col:end] = torch.tensor(resp, dtype=torch.long)
-                    position_ids[r, col:end] = torch.arange(n_p, n_p + len(resp))
-                    group_ids[r, col:end] = g
-                    segment_ids[r, col:end] = k
-                    reward_index[i] = r * width + end - 1
-                    col = end
-        return {
-            "input_ids": input_ids,
-            "position_ids": position_ids,
-            "pair_ids": group_ids,
-            "segment_ids": segment_ids,
-            "reward_index": reward_index,
-        }
+        for m, e in zip(members, ends, strict=True):
+            reward_index[m] = torch.tensor(e)
+        return {**tensors, "reward_index": reward_index}
 
     def rewards(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch)
