@@ -14,6 +14,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+# The smallest model and tokenizer the end-to-end tests train: seconds per run on 2 CPU cores.
+TINY_MODEL = [
+    "model.random_init.hidden_size=32",
+    "model.random_init.intermediate_size=64",
+    "model.random_init.num_hidden_layers=1",
+    "tokenizer.vocab_size=300",
+]
 HH_HARMLESS_TEST = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 
 

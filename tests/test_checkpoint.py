@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.checkpoint import STATE, complete_checkpoints, prune
 from rm.cli import main as cli
 from rm.config import ConfigError, load_config
@@ -27,10 +27,7 @@ QUICKSTART = REPO / "configs" / "quickstart.yaml"
 RUN = [
     "data.synthetic.n_train=96",
     "data.synthetic.n_eval=24",
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "train.batch_size=8",
     "train.eval_batch_size=24",
     "train.max_steps=36",

@@ -6,17 +6,14 @@ import logging
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.train import main
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
 TINY = [
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "train.batch_size=4",
     "train.max_steps=1",
     "train.report_to=[]",

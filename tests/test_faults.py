@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 import rm.train
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.faults import TrainingError, oom_advice
@@ -19,10 +19,7 @@ QUICKSTART = REPO / "configs" / "quickstart.yaml"
 SMALL = [
     "data.synthetic.n_train=96",
     "data.synthetic.n_eval=24",
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "train.batch_size=8",
     "train.eval_batch_size=24",
     "train.log_steps=1",

@@ -11,7 +11,7 @@ from test_layout import random_pairs
 from test_train import plain_transformers_rewards
 from transformers import AutoTokenizer
 
-from conftest import REPO, tiny_model
+from conftest import REPO, TINY_MODEL, tiny_model
 from rm.collator import PaddedCollator
 from rm.config import ConfigError, LoraConfig, ModelConfig, RandomInitConfig, load_config
 from rm.data import load_pairs
@@ -100,10 +100,7 @@ def test_a_lora_run_trains_adapters_and_head_and_exports_them_merged(tmp_path):
     overrides = [
         "data.synthetic.n_train=96",
         "data.synthetic.n_eval=30",
-        "model.random_init.hidden_size=32",
-        "model.random_init.intermediate_size=64",
-        "model.random_init.num_hidden_layers=1",
-        "tokenizer.vocab_size=300",
+        *TINY_MODEL,
         "train.batch_size=8",
         "train.max_steps=6",
         "train.save_steps=6",

@@ -9,7 +9,7 @@ from accelerate import Accelerator
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config, save_config
 from rm.data import load_pairs
@@ -20,10 +20,7 @@ QUICKSTART = REPO / "configs" / "quickstart.yaml"
 TINY = [
     "data.synthetic.n_train=150",
     "data.synthetic.n_eval=40",
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "train.batch_size=8",
     "train.max_steps=6",
     "train.save_steps=3",

@@ -17,7 +17,7 @@ import yaml
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.sweep_config import load_sweep
@@ -30,10 +30,7 @@ QUICKSTART = REPO / "configs" / "quickstart.yaml"
 TINY = [  # a run of a few seconds: 6 optimizer steps, evals at steps 2 and 4 (and the final one at 6)
     "data.synthetic.n_train=120",
     "data.synthetic.n_eval=30",
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "collator.max_length=128",
     "train.batch_size=8",
     "train.eval_batch_size=16",

@@ -13,7 +13,7 @@ from accelerate.utils import set_seed
 from safetensors.torch import load_file
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from conftest import REPO
+from conftest import REPO, TINY_MODEL
 from rm.config import load_config
 from rm.data import load_pairs
 from rm.model import build_model
@@ -23,10 +23,7 @@ QUICKSTART = REPO / "configs" / "quickstart.yaml"
 TINY = [
     "data.synthetic.n_train=240",
     "data.synthetic.n_eval=61",  # not a multiple of the eval batch: the last batch is short
-    "model.random_init.hidden_size=32",
-    "model.random_init.intermediate_size=64",
-    "model.random_init.num_hidden_layers=1",
-    "tokenizer.vocab_size=300",
+    *TINY_MODEL,
     "train.batch_size=8",
     "train.eval_batch_size=16",
     "train.max_steps=12",
