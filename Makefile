@@ -32,8 +32,11 @@ bench: setup
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_eval.py
 
+# ruff, then the import contract: role folders in layers, imports only downwards, no cycles
+# (scripts/check_layers.py; tests/meta/test_layers.py shows it failing on a back-import).
 lint: setup
 	$(BIN)/ruff check rm tests scripts && $(BIN)/ruff format --check rm tests scripts
+	$(BIN)/python scripts/check_layers.py
 
 format: setup
 	$(BIN)/ruff format rm tests scripts && $(BIN)/ruff check --fix rm tests scripts

@@ -29,10 +29,11 @@ def all_pairs(work: Path, limit: int) -> list[dict]:
 def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit: int) -> None:
     from transformers import AutoTokenizer
 
-    from rm.batching import PairBatches
-    from rm.collator import EncodedPair, PaddedCollator
-    from rm.layout import SharedCollator
-    from rm.model import RewardModel, pair_rewards
+    from rm.collate.pack import SharedCollator
+    from rm.collate.padded import PaddedCollator
+    from rm.collate.planner import PairBatches
+    from rm.data.encode import EncodedPair
+    from rm.model.reward import RewardModel, pair_rewards
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")

@@ -27,7 +27,7 @@ BATCH = 8
 
 def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
     from rm.config import load_config
-    from rm.train import main
+    from rm.training.run import main
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     layout = mode.removeprefix("rm-")
@@ -76,10 +76,11 @@ def trl_worker(work: Path, seed: int) -> None:
     from transformers import AutoTokenizer, TrainerCallback
     from trl import RewardConfig, RewardTrainer
 
-    from rm.batching import PairBatches
-    from rm.collator import EncodedPair, PaddedCollator
-    from rm.evaluate import summarize
-    from rm.model import RewardModel, pair_rewards
+    from rm.collate.padded import PaddedCollator
+    from rm.collate.planner import PairBatches
+    from rm.data.encode import EncodedPair
+    from rm.evaluation.summary import summarize
+    from rm.model.reward import RewardModel, pair_rewards
 
     progress = benchlib.Progress(work / "trl.progress")
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")

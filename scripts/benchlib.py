@@ -55,8 +55,8 @@ def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, se
     (TRL drops them; rm would cut their prompts), so the modes compare on identical work.
     """
     from rm.config import DataConfig
-    from rm.data import load_pairs
-    from rm.tokenizer import special_prefix, train_bpe
+    from rm.data.load import load_pairs
+    from rm.data.tokenizer import special_prefix, train_bpe
 
     # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
     pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
@@ -102,7 +102,7 @@ def load_ids(work: Path) -> dict:
 def random_model(vocab: int, pad: int, eos: int | None, seed: int):
     """The benchmark model, initialised identically in every mode."""
     from rm.config import ModelConfig, RandomInitConfig
-    from rm.model import build_model
+    from rm.model.build import build_model
 
     torch.manual_seed(seed)
     cfg = ModelConfig(random_init=RandomInitConfig(max_position_embeddings=1024, **MODEL))

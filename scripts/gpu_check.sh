@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bash scripts/gpu_check.sh   (one CUDA GPU; under 5 minutes on one H200)
 # 1. pytest -m gpu: the shared layout is as exact as the padded one in bf16 with SDPA and with
-#    FlexAttention, and a bf16 LoRA run with gradient checkpointing trains (tests/test_gpu.py);
+#    FlexAttention, and a bf16 LoRA run with gradient checkpointing trains (tests/training/test_gpu.py);
 # 2. scripts/bench_layout.py: shared vs padded training throughput on a random-init ~0.5B Llama in
 #    bf16, SDPA and FlexAttention; its table is printed last.
 # Needs a CUDA build of torch and rm's dependencies (pip install -e .). Exit status: the tests'

@@ -1,6 +1,7 @@
 """Offline by construction: nothing in the suite may wait on a network that is not there."""
 
 import os
+import random
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -12,6 +13,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+
+from rm.data.encode import EncodedPair  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # The smallest model and tokenizer the end-to-end tests train: seconds per run on 2 CPU cores.
@@ -21,12 +25,26 @@ TINY_MODEL = [
     "model.random_init.num_hidden_layers=1",
     "tokenizer.vocab_size=300",
 ]
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+# A short quickstart run with eval, checkpoint and log steps, shared by the end-to-end tests.
+TINY = [
+    "data.synthetic.n_train=240",
+    "data.synthetic.n_eval=61",  # not a multiple of the eval batch: the last batch is short
+    *TINY_MODEL,
+    "train.batch_size=8",
+    "train.eval_batch_size=16",
+    "train.max_steps=12",
+    "train.eval_steps=5",
+    "train.save_steps=10",
+    "train.log_steps=4",
+    "train.lr=3e-3",
+]
 HH_HARMLESS_TEST = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 
 
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory):
-    from rm import synthetic
+    from rm.data import synthetic
 
     return synthetic.write_dataset(tmp_path_factory.mktemp("synthetic"), n_train=300, n_eval=60, seed=7)
 
@@ -34,8 +52,8 @@ def synthetic_root(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tokenizer(synthetic_root):
     """A byte-level BPE trained on the generated data: offline, and distinct pad and eos."""
-    from rm.data import load_pairs
-    from rm.tokenizer import train_bpe
+    from rm.data.load import load_pairs
+    from rm.data.tokenizer import train_bpe
 
     pairs = load_pairs(str(synthetic_root), "train", [])
     return train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=400)
@@ -43,7 +61,7 @@ def tokenizer(synthetic_root):
 
 def tiny_model(tokenizer, model_type: str = "llama", seed: int = 0, pad_token_id: int | None = None):
     from rm.config import ModelConfig, RandomInitConfig
-    from rm.model import build_model
+    from rm.model.build import build_model
 
     torch.manual_seed(seed)
     cfg = ModelConfig(
@@ -60,7 +78,34 @@ def exported_tiny(tokenizer, tmp_path_factory):
     """A tiny random Llama exported as rm exports trained models (no training: the scores are arbitrary
     but fixed, which is all the eval and score tests need)."""
     from rm.config import RunConfig
-    from rm.export import export_model
+    from rm.export.folder import Weights, export_model
 
     out = tmp_path_factory.mktemp("tiny") / "export"
-    return export_model(tiny_model(tokenizer), tokenizer, out, RunConfig(), step=None, final_step=None)
+    return export_model(tiny_model(tokenizer), tokenizer, out, RunConfig(), Weights(None, None))
+
+
+def plain_transformers_rewards(export: Path, texts: list[str]) -> torch.Tensor:
+    """Rewards as a user of plain transformers gets them from an export: padded batch, logits."""
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model(**batch).logits.squeeze(-1)
+
+
+def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[EncodedPair]:
+    """Varied prompt and response lengths; some "responses" hold several turns, as in pairs that
+    part before the last turn (the layout only sees ids, so these are long multi-segment responses)."""
+    rng = random.Random(seed)
+
+    def ids(k):
+        return [rng.randrange(2, vocab) for _ in range(k)]
+
+    pairs = []
+    for i in range(n):
+        p = rng.randint(1, 24)
+        c, r = rng.randint(1, 12), rng.randint(1, 12)
+        if early and i % 3 == 0:
+            c, r = c + 15, r + 9
+        pairs.append(EncodedPair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
+    return pairs

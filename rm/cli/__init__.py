@@ -1,0 +1,39 @@
+"""Command line: `python -m rm COMMAND ...` (also `accelerate launch -m rm COMMAND ...`).
+
+One module per command, each with `add(subparsers)` and `run(args) -> exit code`: parse, make one call,
+print. Commands import their library lazily, so `python -m rm --help` answers without loading torch.
+This is the only place where errors become exit codes: an `RMError` (a user's mistake or a run that
+could not go on) ends in one `error: ...` line; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rm.cli import data, evaluate, export, redteam, score, sweep, train
+from rm.errors import RMError, TrainingError
+
+COMMANDS = (train, sweep, data, export, evaluate, score, redteam)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rm", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except RMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,50 @@
+"""`python -m rm data inspect SOURCE`: what a source holds and what loading it would do (rm/data/inspection.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+
+def add(sub) -> None:
+    data = sub.add_parser("data", help="look at preference data before training on it")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    p = data_sub.add_parser(
+        "inspect",
+        help="counts, token lengths, shared prefix, truncation and every bad record of a source",
+        description="Read SOURCE as a run would and report what it holds and what loading it would skip.",
+    )
+    p.add_argument("source", help="a file (.jsonl[.gz], .json, .csv, .parquet), an hh-rlhf directory or a Hub name")
+    p.add_argument("--format", choices=["auto", "hh", "prompt", "conversation", "argilla", "red-team"])
+    p.add_argument("--on-bad-record", choices=["error", "skip"], help="default error: stop at the first one")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--split", default="train", help="split to read from a directory or the Hub (train)")
+    p.add_argument("--subsets", default="", help="comma-separated subsets to keep")
+    p.add_argument("--tokenizer", default="", help="tokenizer for lengths (default: a BPE trained on SOURCE)")
+    p.add_argument("--max-length", type=int, default=512, help="report what this max_length would cut")
+    p.add_argument("--vocab-size", type=int, default=8192, help="vocab of the BPE trained without --tokenizer")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a data.* config key, repeatable: --set argilla.pairs_from_edits=true --set columns.chosen=good",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rm.config import load_config
+    from rm.data.inspection import format_text, inspect_source
+
+    cfg = load_config(None, [f"data.{o}" for o in args.overrides]).data
+    cfg = replace(cfg, source=str(Path(args.source)) if Path(args.source).exists() else args.source)
+    cfg = replace(cfg, format=args.format or cfg.format, on_bad_record=args.on_bad_record or cfg.on_bad_record)
+    if args.subsets:
+        cfg = replace(cfg, subsets=args.subsets.split(","))
+    result = inspect_source(cfg, args.split, args.tokenizer, args.max_length, args.vocab_size)
+    print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else format_text(result))
+    return 0

@@ -1,0 +1,61 @@
+"""`python -m rm eval --model M --data D`: accuracy, calibration, length bias per subset (rm/evaluation/report.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rm.cli.options import add_model_args
+
+
+def add(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate a reward model on preference pairs: eval.json, report.md, plots")
+    add_model_args(p)
+    p.add_argument("--data", required=True, help="pairs: .jsonl[.gz] file, hh-rlhf-style directory or Hub name")
+    p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
+    p.add_argument("--split", default="test", help="split to read from a directory or Hub dataset")
+    p.add_argument("--subsets", nargs="*", default=[], help="subsets to load (default: all)")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.0,
+        help="evaluate the held-out FRACTION of a seeded split, as training's data.eval_fraction",
+    )
+    p.add_argument("--split-seed", type=int, default=0, help="seed of that split (training's data.split_seed)")
+    p.add_argument(
+        "--on-bad-record",
+        choices=["error", "skip"],
+        default="error",
+        help="skip (and count) malformed records instead of stopping, as training's data.on_bad_record",
+    )
+    p.add_argument("--max-pairs", type=int, default=0, help="a seeded sample of at most this many pairs")
+    p.add_argument("--bootstrap-samples", type=int, default=1000, help="bootstrap resamples for the intervals")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rm.evaluation.report import evaluate_model, format_table
+
+    result = evaluate_model(
+        args.model,
+        args.data,
+        args.out,
+        split=args.split,
+        subsets=args.subsets,
+        holdout=args.holdout,
+        split_seed=args.split_seed,
+        max_pairs=args.max_pairs,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        samples=args.bootstrap_samples,
+        seed=args.seed,
+        dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
+        on_bad_record=args.on_bad_record,
+    )
+    if result:  # the main process (the others return an empty result)
+        print(format_table(result))
+        print(f"report: {Path(args.out) / 'report.md'}")
+    return 0

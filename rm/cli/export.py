@@ -1,0 +1,54 @@
+"""`python -m rm export RUN_OR_CHECKPOINT --out DIR`: a run's weights as a standard transformers reward model."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write a run's final weights, or one checkpoint's, as a standard transformers reward model",
+        description="Rebuild the model from the run's config.yaml and tokenizer, load the weights (LoRA merged), "
+        "and write an AutoModelForSequenceClassification folder with a model card.",
+    )
+    p.add_argument("source", metavar="RUN_OR_CHECKPOINT_DIR", help="a run directory or <run>/checkpoints/step-N")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write (must be empty or absent)")
+    p.add_argument("--push-to-hub", metavar="REPO_ID", help="then upload the folder (token: HF_TOKEN or login)")
+    p.add_argument("--private", action="store_true", help="create the Hub repo private")
+    p.add_argument("--revision", metavar="REV", help="Hub branch to push to (created if missing)")
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="store the mean/std of rewards over the run's training pairs in config.json (default: export.normalize)",
+    )
+    p.add_argument("--eval", action="store_true", help="score the run's held-out pairs with these weights")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.private or args.revision) and not args.push_to_hub:
+        print("error: --private and --revision only apply with --push-to-hub REPO_ID", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from rm.export.folder import export_run
+    from rm.export.hub import check_repo_id, push_folder
+
+    if args.push_to_hub:
+        check_repo_id(args.push_to_hub)
+    out = export_run(
+        args.source,
+        args.out,
+        normalize=args.normalize,
+        evaluate=args.eval,
+        model_id=args.push_to_hub or ".",
+        overwrite=args.overwrite,
+    )
+    print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    if args.push_to_hub:
+        print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+    return 0

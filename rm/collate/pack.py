@@ -1,0 +1,114 @@
+"""The shared-prefix packed layout: each prompt computed once, no slot spent on padding but a row's tail.
+
+A pair becomes one segment `[prompt | chosen | rejected]`. The rejected tokens take the positions
+the chosen tokens had (both continue the prompt), and may attend to the prompt but never to the
+chosen tokens, so each response sees exactly what it would see in a forward of its own. Several
+pairs share a row, with no attention across pairs. On HH-RLHF the prompt is ~70% of a sequence,
+so this needs about a quarter of the token slots of two padded rows per pair (see issue 3's
+measurements, reproduced by `scripts/bench_train.py`).
+
+The mask is built on the device, in the forward pass, from the small integer tensors made here
+(`rm/model/masks.py`), so the data loader never ships a [rows, T, T] tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rm.data.encode import EncodedPair
+
+PROMPT, CHOSEN, REJECTED = 0, 1, 2
+
+
+def pair_length(p: EncodedPair) -> int:
+    return len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids)
+
+
+def plan_rows(lengths: list[int], width: int) -> list[list[int]]:
+    """First-fit decreasing: indices into `lengths` grouped into rows of at most `width` tokens."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if lengths[i] > width:
+            raise ValueError(f"a pair of {lengths[i]} tokens cannot fit a row of {width}")
+        for r, free in enumerate(room):
+            if lengths[i] <= free:
+                rows[r].append(i)
+                room[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            room.append(width - lengths[i])
+    return rows
+
+
+def pack(
+    groups: list[tuple[list[int], list[list[int]]]], pad_token_id: int, min_width: int = 0
+) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+    """Pack (prompt, [response, …]) groups into rows; each group is `[prompt | response 1 | response 2 …]`.
+
+    Every response's positions continue the prompt's, and its segment id (1, 2, …) keeps it from
+    seeing the other responses of its group (`rm.model.masks.dense_mask`). Returns the row tensors and, per group,
+    the flat index (row * T + column) of each response's last token, where its reward is read.
+    """
+    lengths = [len(prompt) + sum(len(r) for r in responses) for prompt, responses in groups]
+    rows = plan_rows(lengths, max(max(lengths), min_width))
+    width = max(sum(lengths[g] for g in row) for row in rows)
+    shape = (len(rows), width)
+    input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    position_ids = torch.zeros(shape, dtype=torch.long)
+    group_ids = torch.full(shape, -1, dtype=torch.long)
+    segment_ids = torch.full(shape, -1, dtype=torch.long)
+    ends: list[list[int]] = [[] for _ in groups]
+    for r, row in enumerate(rows):
+        col = 0
+        for g in row:
+            prompt, responses = groups[g]
+            n_p = len(prompt)
+            for segment, ids in enumerate([prompt, *responses]):
+                start = 0 if segment == PROMPT else n_p  # every response continues the prompt
+                end = col + len(ids)
+                input_ids[r, col:end] = torch.tensor(ids, dtype=torch.long)
+                position_ids[r, col:end] = torch.arange(start, start + len(ids))
+                group_ids[r, col:end] = g
+                segment_ids[r, col:end] = segment
+                if segment != PROMPT:
+                    ends[g].append(r * width + end - 1)
+                col = end
+    tensors = {"input_ids": input_ids, "position_ids": position_ids, "pair_ids": group_ids, "segment_ids": segment_ids}
+    return tensors, ends
+
+
+class SharedCollator:
+    """Packs pairs into rows of `[p0 c0 r0 p1 c1 r1 …]`, as wide as the longest pair (or `pack_length`).
+
+    Worked example, pad id 0, pairs A = (prompt [5, 6], chosen [8], rejected [11, 12]) and
+    B = (prompt [7], chosen [9, 10], rejected [13]), pack_length 9: both fit one row.
+
+        input_ids    = [[5, 6, 8, 11, 12, 7, 9, 10, 13]]
+        position_ids = [[0, 1, 2, 2,  3,  0, 1, 2,  1]]   # rejected restarts where the prompt ended
+        pair_ids     = [[0, 0, 0, 0,  0,  1, 1, 1,  1]]   # -1 on padding; attention never crosses pairs
+        segment_ids  = [[0, 0, 1, 2,  2,  0, 1, 1,  2]]   # 0 prompt, 1 chosen, 2 rejected
+        chosen_index   = [2, 7]                           # flat index (row * T + column) of each
+        rejected_index = [4, 8]                           #   segment's last token: the reward is read there
+        subset_ids, margin, pair_index as in the padded layout, in the order of the batch.
+
+    Token q may attend to token k when they are in the same pair, k <= q, and k is in the prompt or
+    in q's own segment (so rejected never sees chosen): see `rm.model.masks.dense_mask`.
+    """
+
+    def __init__(self, pad_token_id: int, pack_length: int = 0):
+        self.pad_token_id = pad_token_id
+        self.pack_length = pack_length
+
+    def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
+        groups = [(p.prompt_ids, [p.chosen_ids, p.rejected_ids]) for p in batch]
+        tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
+        return {
+            **tensors,
+            "chosen_index": torch.tensor([e[0] for e in ends]),
+            "rejected_index": torch.tensor([e[1] for e in ends]),
+            "subset_ids": torch.tensor([p.subset_id for p in batch]),
+            "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
+            "pair_index": torch.tensor([p.index for p in batch]),
+        }

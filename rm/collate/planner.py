@@ -1,0 +1,110 @@
+"""Which pairs go into each micro-batch: a fixed count, or as many as a token budget holds.
+
+With a budget, a micro-batch of short pairs holds many and one of long pairs few, so every step
+does about the same work and no memory is reserved for the worst case. Pairs are grouped by length
+inside windows of `group_pairs` shuffled pairs (so neighbours are alike and waste little), and the
+resulting micro-batches are shuffled again, so training does not see long ones first. Everything
+follows from (seed, epoch): a resumed or repeated run sees the same batches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from torch.utils.data import Sampler
+
+from rm.collate.pack import pair_length
+from rm.data.encode import EncodedPair
+
+
+def shared_cost(group: list[int], pack_length: int) -> int:
+    """Token slots of a shared-layout micro-batch whose pair lengths are `group` (sorted longest first)."""
+    width = max(group[0], pack_length)
+    room: list[int] = []
+    for n in group:  # first-fit, as rm.collate.pack.plan_rows does with the same (sorted) lengths
+        for r, free in enumerate(room):
+            if n <= free:
+                room[r] -= n
+                break
+        else:
+            room.append(width - n)
+    return len(room) * width
+
+
+def padded_cost(pairs: list[EncodedPair]) -> int:
+    """Token slots of a padded micro-batch: two rows per pair, all as wide as the longest sequence."""
+    width = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in pairs)
+    return 2 * len(pairs) * width
+
+
+class PairBatches(Sampler[list[int]]):
+    """Yields lists of dataset indices, one per micro-batch.
+
+    `max_tokens == 0`: `batch_size` pairs in random order (or in order when not shuffling), the way
+    most trainers batch. `max_tokens > 0`: length-grouped micro-batches of at most `max_tokens` token
+    slots in the given layout (a single pair larger than the budget still gets a micro-batch).
+    """
+
+    def __init__(
+        self,
+        pairs: list[EncodedPair],
+        layout: str,
+        batch_size: int,
+        max_tokens: int = 0,
+        shuffle: bool = True,
+        seed: int = 0,
+        group_pairs: int = 512,
+        pack_length: int = 0,
+    ):
+        self.pairs = pairs
+        self.layout = layout
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.group_pairs = group_pairs
+        self.pack_length = pack_length
+        self.epoch = 0
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self) -> list[list[int]]:
+        if self._cache is None or self._cache[0] != self.epoch:
+            self._cache = (self.epoch, self._plan())
+        return self._cache[1]
+
+    def _plan(self) -> list[list[int]]:
+        rng = random.Random(f"{self.seed}/{self.epoch}")
+        order = list(range(len(self.pairs)))
+        if self.shuffle:
+            rng.shuffle(order)
+        if self.max_tokens <= 0:
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        lengths = [pair_length(p) for p in self.pairs]
+        out: list[list[int]] = []
+        for start in range(0, len(order), self.group_pairs):
+            window = sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
+            batch: list[int] = []
+            for i in window:
+                if batch and self._cost(batch + [i], lengths) > self.max_tokens:
+                    out.append(batch)
+                    batch = []
+                batch.append(i)
+            out.append(batch)
+        if self.shuffle:
+            rng.shuffle(out)
+        return out
+
+    def _cost(self, batch: list[int], lengths: list[int]) -> int:
+        if self.layout == "shared":
+            return shared_cost([lengths[i] for i in batch], self.pack_length)
+        return padded_cost([self.pairs[i] for i in batch])
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches())
+
+    def __len__(self) -> int:
+        return len(self.batches())

@@ -1,0 +1,156 @@
+"""Reading configs: YAML (safe loader) merged with dotted `key=value` overrides into typed dataclasses.
+
+Every key and type is checked against the dataclass's annotations, and errors name the file and the
+dotted key. The sweep config (`rm/sweep/config.py`) is read by the same functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rm.config.schema import RunConfig, validate
+from rm.errors import ConfigError
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check `value` against the annotation `tp`, converting only where no information is lost."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return _build(tp, value, key + ".")
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        if len(args) == 1:
+            return _coerce(value, args[0], key)
+        for arg in args:  # `bool | int | float | str`: the first type the value fits, in the order written
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError:
+                pass
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+        raise ConfigError(f"{key}: expected {names}, got {type(value).__name__} {value!r}")
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return {_coerce(k, key_tp, key): _coerce(v, value_tp, f"{key}.{k}") for k, v in value.items()}
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # a bug in this file, not in the YAML
+
+
+def _build(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        known = ", ".join(sorted(names))
+        raise ConfigError(f"unknown key {prefix}{unknown[0]} (known under {prefix or 'the top level'}: {known})")
+    kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in raw.items()}
+    return cls(**kwargs)
+
+
+class YamlLoader(yaml.SafeLoader):
+    """The safe loader, plus floats written without a dot ("1e-4"), which YAML 1.1 reads as strings."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`train.lr=1e-4` -> (["train", "lr"], 1e-4); the value is read as YAML so lists and bools work."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form dotted.key=value")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.load(raw, Loader=YamlLoader) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML: {str(e).splitlines()[0]}") from None
+    return key.strip().split("."), value
+
+
+def _merge(raw: dict[str, Any], path: list[str], value: Any) -> None:
+    node = raw
+    for depth, part in enumerate(path[:-1]):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{'.'.join(path[: depth + 1])} is a value, not a section")
+    node[path[-1]] = value
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping, read with the safe loader; errors name the file."""
+    try:
+        raw = yaml.load(Path(path).read_text(), Loader=YamlLoader) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    return raw
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Merge `dotted.key=value` texts into a raw (YAML) mapping, in place; later ones win."""
+    for text in overrides:
+        keys, value = parse_override(text)
+        _merge(raw, keys, value)
+    return raw
+
+
+def build(cls: type, raw: dict[str, Any], where: str) -> Any:
+    """Build the dataclass `cls` from a raw mapping, checking every key and type; errors start with `where`."""
+    try:
+        return _build(cls, raw)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type."""
+    raw = read_yaml(path) if path is not None else {}
+    cfg = build(RunConfig, apply_overrides(raw, overrides), str(path) if path is not None else "defaults")
+    validate(cfg)
+    return cfg
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

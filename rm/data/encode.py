@@ -1,0 +1,119 @@
+"""Pairs to token ids, each prompt tokenized once, fitted into `collator.max_length`.
+
+Encoding happens once before training, so epochs and evals reuse the ids. Keeping the prompt and
+the two responses as separate id lists is what lets a layout share the prompt between chosen and
+rejected (`rm/collate/`); the padded layout simply concatenates them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from transformers import PreTrainedTokenizerBase
+
+from rm.data.formats.hh import HUMAN
+from rm.data.formats.pair import Pair
+from rm.data.load import LoadedData
+from rm.data.tokenizer import special_prefix
+
+log = logging.getLogger("rm")
+
+
+@dataclass
+class EncodedPair:
+    prompt_ids: list[int]
+    chosen_ids: list[int]
+    rejected_ids: list[int]
+    subset_id: int
+    margin: float = 0.0
+    index: int = -1
+    """Position in the encoded split: lets multi-process eval count each pair exactly once."""
+
+
+@dataclass
+class EncodeReport:
+    """What encoding did to the data, so nothing is changed or dropped without a count."""
+
+    kept: int = 0
+    prompt_truncated: int = 0
+    prompt_cut_inside_turn: int = 0
+    """Of those, prompts whose last turn alone was still too long, so its oldest tokens went too."""
+    too_long: list[str] = field(default_factory=list)
+    """Origins of pairs whose responses alone exceed max_length (dropped, listed here)."""
+
+
+def _cut_leading_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list[str]:
+    """Shorter and shorter prompts, each starting at a later user turn (the last one ends the list).
+
+    Turns start where the pair says (chat-template text), else at each "\\n\\nHuman:" tag (HH text).
+    """
+    if turn_starts is None:
+        turn_starts = tuple(i for i in range(1, len(prompt)) if prompt.startswith(HUMAN, i))
+    return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
+
+
+def encode_pairs(
+    pairs: list[Pair], tokenizer: PreTrainedTokenizerBase, max_length: int, subset_names: list[str]
+) -> tuple[list[EncodedPair], EncodeReport]:
+    """Tokenize prompt and responses separately; fit each pair into `max_length`.
+
+    A prompt that is too long loses whole turns from the left (the final question stays); if the
+    last turn alone is still too long its oldest tokens go. Pairs whose longer response cannot fit
+    even with an empty prompt are dropped and listed in the report.
+    """
+    prefix = special_prefix(tokenizer)
+    index = {name: i for i, name in enumerate(subset_names)}
+    report = EncodeReport()
+    out = []
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    for pair in pairs:
+        chosen, rejected = ids(pair.chosen), ids(pair.rejected)
+        room = max_length - len(prefix) - max(len(chosen), len(rejected))
+        if room < 0:
+            report.too_long.append(pair.origin or pair.prompt[:40])
+            continue
+        prompt = ids(pair.prompt)
+        if len(prompt) > room:
+            report.prompt_truncated += 1
+            for shorter in _cut_leading_turns(pair.prompt, pair.turn_starts):
+                prompt = ids(shorter)
+                if len(prompt) <= room:
+                    break
+            if len(prompt) > room:  # even the last turn alone is too long: keep its newest tokens
+                report.prompt_cut_inside_turn += 1
+                prompt = prompt[len(prompt) - room :] if room else []
+        out.append(EncodedPair(prefix + prompt, chosen, rejected, index[pair.subset], pair.margin or 0.0, len(out)))
+    report.kept = len(out)
+    return out, report
+
+
+def encode_splits(
+    data: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str]
+) -> tuple[list[EncodedPair], list[EncodedPair]]:
+    """Both splits tokenized; what truncation cost is logged and noted in the data report."""
+    train_set, train_report = encode_pairs(data.train, tokenizer, max_length, subsets)
+    eval_set, eval_report = encode_pairs(data.eval, tokenizer, max_length, subsets)
+    for split, rep in (("train", train_report), ("eval", eval_report)):
+        data.report.notes.setdefault("encoding", {"max_length": max_length})[split] = {
+            "kept": rep.kept,
+            "prompt_truncated": rep.prompt_truncated,
+            "prompt_cut_inside_turn": rep.prompt_cut_inside_turn,
+            "dropped_too_long": len(rep.too_long),
+            "dropped_too_long_origins": rep.too_long,
+        }
+        if rep.prompt_truncated or rep.too_long:
+            log.warning(
+                "%s: %d prompts lost leading turns to fit max_length=%d (%d cut inside their last turn); "
+                "%d pairs dropped (responses alone too long), first: %s",
+                split,
+                rep.prompt_truncated,
+                max_length,
+                rep.prompt_cut_inside_turn,
+                len(rep.too_long),
+                rep.too_long[:3],
+            )
+    return train_set, eval_set

@@ -1,0 +1,129 @@
+"""Conversations as lists of {role, content} messages: split into a shared prompt and two responses, then text.
+
+A pair of conversations shares its first messages; the prompt is every shared message up to the
+first assistant message where the two part (walking back to one both have, as `rm.data.formats.hh.split_pair`
+does for HH text), so pairs that part before the final turn keep all their turns.
+
+Text comes from the tokenizer's chat template when it has one (a pretrained chat model should see
+its own format), and otherwise from HH text ("\\n\\nHuman: …\\n\\nAssistant: …"), the explicit
+template rm trains its own tokenizers on and whose turn tags the collator cuts long prompts at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rm.data.formats.turns import split_index
+from rm.errors import DataError, RecordError
+
+ROLES = ("system", "user", "assistant")
+HH_TAGS = {"system": "System", "user": "Human", "assistant": "Assistant"}
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass
+class RenderedPair:
+    """Text of one pair; `prompt + chosen` is the whole chosen conversation as the model sees it."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+    turn_starts: tuple[int, ...] | None
+    """Offsets in `prompt` where a user turn starts (where a long prompt may be cut); None: find HH tags."""
+    parts_early: bool
+    """True when the conversations part before the final assistant turn."""
+
+
+def messages_from(value: Any, field: str) -> list[Message]:
+    """Validate a list of {role, content} dicts; anything else is a RecordError naming the item."""
+    if not isinstance(value, list):
+        raise RecordError(
+            "not_a_list", f"field {field!r} must be a list of messages, got {type(value).__name__}", field
+        )
+    if not value:
+        raise RecordError("empty_response", f"field {field!r} is an empty list of messages", field)
+    out = []
+    for i, m in enumerate(value):
+        where = f"{field}[{i}]"
+        if not isinstance(m, dict):
+            raise RecordError("bad_message", f"field {where!r} must be an object with role and content", field)
+        if m.get("role") not in ROLES:
+            raise RecordError("bad_message", f"field '{where}.role' is {m.get('role')!r}, not one of {ROLES}", field)
+        if not isinstance(m.get("content"), str):
+            got = type(m.get("content")).__name__
+            raise RecordError("not_a_string", f"field '{where}.content' must be a string, got {got}", field)
+        out.append(Message(m["role"], m["content"]))
+    return out
+
+
+def split_messages(chosen: list[Message], rejected: list[Message]) -> tuple[list[Message], ...]:
+    """(prompt, chosen_rest, rejected_rest): both rests start with the assistant message where they part."""
+    k = split_index(chosen, rejected, lambda m: m.role == "assistant")
+    for name, rest in (("chosen", chosen[k:]), ("rejected", rejected[k:])):
+        if not rest[0].content.strip():
+            raise RecordError("empty_response", f"field {name!r} has an empty response after the prompt", name)
+    return chosen[:k], chosen[k:], rejected[k:]
+
+
+def hh_text(messages: list[Message]) -> str:
+    return "".join(f"\n\n{HH_TAGS[m.role]}: {m.content}" for m in messages)
+
+
+class Renderer:
+    """Turns message lists into pair text: with the tokenizer's chat template, or as HH text."""
+
+    def __init__(self, tokenizer: Any = None, mode: str = "auto"):
+        has_template = tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
+        if mode == "tokenizer" and not has_template:
+            raise DataError("data.chat_template is 'tokenizer' but the tokenizer has no chat template")
+        self.tokenizer = tokenizer if has_template and mode != "hh" else None
+        # The collator puts the tokenizer's own prefix (e.g. BOS) in front of every prompt; a template
+        # that writes it too would give two.
+        self.bos = ""
+        if self.tokenizer is not None and getattr(tokenizer, "bos_token", None):
+            from rm.data.tokenizer import special_prefix  # transformers: only needed with a real tokenizer
+
+            self.bos = tokenizer.bos_token if special_prefix(tokenizer) else ""
+
+    @property
+    def name(self) -> str:
+        return "tokenizer chat template" if self.tokenizer is not None else "hh"
+
+    def pair(self, chosen: list[Message], rejected: list[Message]) -> RenderedPair:
+        prompt, c_rest, r_rest = split_messages(chosen, rejected)
+        early = len(c_rest) > 1 or len(r_rest) > 1
+        if self.tokenizer is None:
+            c_text = " " + c_rest[0].content + hh_text(c_rest[1:])
+            r_text = " " + r_rest[0].content + hh_text(r_rest[1:])
+            return RenderedPair(hh_text(prompt) + "\n\nAssistant:", c_text, r_text, None, early)
+        head = self._apply(prompt, generation=True)
+        texts = []
+        for name, rest in (("chosen", c_rest), ("rejected", r_rest)):
+            full = self._apply(prompt + rest, generation=False)
+            if not full.startswith(head):
+                msg = "the chat template does not render the prompt as the start of the conversation (try hh)"
+                raise RecordError("chat_template", msg, name)
+            texts.append(full[len(head) :])
+        starts = []
+        for i in range(1, len(prompt)):
+            if prompt[i].role == "user":
+                before = self._apply(prompt[:i], generation=False)
+                if head.startswith(before):
+                    starts.append(len(before) - len(self.bos))
+        return RenderedPair(head[len(self.bos) :], texts[0], texts[1], tuple(starts), early)
+
+    def _apply(self, messages: list[Message], generation: bool) -> str:
+        rows = [{"role": m.role, "content": m.content} for m in messages]
+        try:
+            text = self.tokenizer.apply_chat_template(rows, tokenize=False, add_generation_prompt=generation)
+        except Exception as e:  # noqa: BLE001 - a template's own error (e.g. roles must alternate), per record
+            raise RecordError("chat_template", f"the chat template failed: {e}") from None
+        if self.bos and not text.startswith(self.bos):
+            self.bos = ""  # this template does not write BOS itself: nothing to strip
+        return text

@@ -1,0 +1,88 @@
+"""A preference pair, what a record parser needs besides the record, and the field checks every format shares.
+
+Every format (`rm/data/formats.py`, `rm/data/argilla.py`) turns a raw record into `Pair`s with these
+helpers, so a missing field or an empty answer is the same `RecordError` whatever the format.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rm.data.formats.chat import Renderer
+from rm.data.report import DataReport
+from rm.errors import RecordError
+
+
+@dataclass
+class Pair:
+    """One preference: a shared prompt and two continuations of it, the first preferred."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+    subset: str
+    margin: float | None = None
+    origin: str = ""
+    """Where it came from, "file:line", for error messages and reports."""
+    turn_starts: tuple[int, ...] | None = None
+    """Offsets in `prompt` where a long prompt may be cut (user turns); None: at its "\\n\\nHuman:" tags."""
+    parts_early: bool = False
+    """True when chosen and rejected part before the final assistant turn."""
+
+
+@dataclass
+class ParseContext:
+    """What a parser needs besides the record: defaults, options and where problems go."""
+
+    report: DataReport
+    renderer: Renderer = field(default_factory=Renderer)
+    subset: str = "default"
+    """Subset of records that do not name their own (the folder or dataset name)."""
+    argilla: Any = None
+    """`ArgillaConfig` (options for Argilla exports); None: all off."""
+
+
+def text_field(record: dict, name: str) -> str:
+    if record.get(name) is None:
+        raise RecordError("missing_field", f"field {name!r} is missing", name)
+    value = record[name]
+    if not isinstance(value, str):
+        raise RecordError("not_a_string", f"field {name!r} must be a string, got {type(value).__name__}", name)
+    return value
+
+
+def lf_only(text: str, name: str, origin: str, report: DataReport) -> str:
+    """Formats whose turns are found by newlines cannot keep CRLF: stop, or repair and count it."""
+    if "\r\n" not in text:
+        return text
+    report.repair(origin, "crlf", f"field {name!r} has CRLF (\\r\\n) line breaks inside its text", name)
+    return text.replace("\r\n", "\n")
+
+
+def margin_of(record: dict) -> float | None:
+    value = record.get("margin")
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):  # CSV cells are strings
+        try:
+            value = float(value)
+        except ValueError:
+            raise RecordError("not_a_number", f"field 'margin' must be a number, got {value!r}", "margin") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordError("not_a_number", f"field 'margin' must be a finite number, got {value!r}", "margin")
+    return float(value)
+
+
+def subset_of(record: dict, default: str) -> str:
+    value = record.get("subset")
+    return str(value) if value not in (None, "") else default
+
+
+def check_responses(chosen: str, rejected: str) -> None:
+    for name, text in (("chosen", chosen), ("rejected", rejected)):
+        if not text.strip():
+            raise RecordError("empty_response", f"field {name!r} has an empty response after the prompt", name)
+    if chosen == rejected:
+        raise RecordError("identical", "fields 'chosen' and 'rejected' are identical")

@@ -1,0 +1,230 @@
+"""Preference data: every source becomes a list of `Pair`s that know their subset and their origin.
+
+Sources: a local file (`.jsonl[.gz]`, `.json[.gz]`, `.csv[.gz]`, `.parquet`; see `rm/data/sources.py`), a
+directory laid out like the hh-rlhf repository (`<root>/<subset>/<split>.jsonl.gz`) or holding
+`<split>.<ext>` itself, a Hub dataset by name, or the project's generated data. Each record is read
+in the format `data.format` names or, by default, the one its first record looks like
+(`rm/data/formats/parse.py`). Bad records stop the load, or are skipped and counted (`rm/data/report.py`).
+
+`load_data` returns the pairs with a `DataReport` of everything that was skipped, repaired, mixed or
+capped; `load_splits` is the same without the report.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rm.config import DataConfig
+from rm.data.formats.chat import Renderer
+from rm.data.formats.hh import HH_SUBSETS
+from rm.data.formats.pair import Pair, ParseContext
+from rm.data.formats.parse import apply_columns, detect_format, parse_record
+from rm.data.report import DataReport
+from rm.data.sources import SUFFIXES, Records, read_file, read_hub
+from rm.errors import DataError, NotPreferenceData, RecordError
+
+__all__ = ["HH_SUBSETS", "DataError", "Pair", "load_data", "load_pairs", "load_splits"]
+
+RED_TEAM = "red-team-attempts"
+EXTENSIONS = sorted(SUFFIXES, key=lambda s: (s != ".jsonl.gz", s != ".jsonl", s))  # hh-rlhf's own first
+
+
+def _refuse_red_team(where: str) -> None:
+    from rm.data.redteam import REFUSAL
+
+    raise NotPreferenceData(f"{where}: {REFUSAL}")
+
+
+def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) -> list[Pair]:
+    """Pairs from raw records, each read in `cfg.format` or, in auto mode, the format its fields show."""
+    ctx.subset = subset
+    pairs: list[Pair] = []
+    for origin, raw in records:
+        try:
+            record = apply_columns(raw, cfg.columns)
+            fmt = cfg.format if cfg.format != "auto" else detect_format(record)
+            if fmt is None and isinstance(record, dict) and "chosen" not in record:
+                fields = ", ".join(sorted(map(str, record)))
+                message = f"cannot tell the record format from its fields ({fields}); set data.format or data.columns"
+                raise RecordError("unknown_format", message)
+            if fmt == "red-team":
+                _refuse_red_team(origin)
+            fmt = fmt or "hh"  # a broken record with a "chosen" field: let the HH parser name what is wrong
+            new = parse_record(fmt, record, origin, ctx)
+            ctx.report.count("formats", fmt, len(new))
+            pairs += new
+        except RecordError as e:
+            ctx.report.reject(origin, e)
+    return pairs
+
+
+def _split_file(folder: Path, split: str) -> Path | None:
+    for ext in EXTENSIONS:
+        if (folder / f"{split}{ext}").is_file():
+            return folder / f"{split}{ext}"
+    return None
+
+
+def _layout(root: Path, split: str, subsets: list[str]) -> list[tuple[str, Path]]:
+    """(subset, file) for every `<root>/<subset>/<split>.<ext>`, in a stable order."""
+    found = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        file = _split_file(sub, split)
+        if file:
+            found.append((sub.name, file))
+    missing = sorted(set(subsets) - {s for s, _ in found})
+    if found and missing:
+        raise DataError(f"{root}: no {split} file for subset(s) {', '.join(missing)}")
+    return [(s, f) for s, f in found if (s in subsets if subsets else s != RED_TEAM)]
+
+
+def _files(path: Path, split: str, subsets: list[str]) -> tuple[list[tuple[str, Path]], bool]:
+    """The files to read and whether their subsets are already chosen (folders) or still to filter."""
+    if path.is_file():
+        return [(path.parent.name or "default", path)], False
+    found = _layout(path, split, subsets)
+    if found:
+        return found, True
+    single = _split_file(path, split) or next(iter(sorted(path.glob(f"data/{split}-*.parquet"))), None)
+    if single is None:
+        raise DataError(f"{path}: no <subset>/{split}.<ext> or {split}.<ext> files found (ext: {', '.join(SUFFIXES)})")
+    return [(path.name, single)], False
+
+
+def load_pairs(
+    source: str,
+    split: str,
+    subsets: list[str],
+    cfg: DataConfig | None = None,
+    *,
+    tokenizer: Any = None,
+    report: DataReport | None = None,
+) -> list[Pair]:
+    """The `split` of `source` as pairs; `cfg` gives format, columns, bad-record mode and Argilla options."""
+    cfg = cfg or DataConfig()
+    report = report if report is not None else DataReport(cfg.on_bad_record)
+    if cfg.format == "red-team" or RED_TEAM in subsets:
+        _refuse_red_team("data.format" if cfg.format == "red-team" else "data.subsets")
+    ctx = ParseContext(report, Renderer(tokenizer, cfg.chat_template), argilla=cfg.argilla)
+    path = Path(source).expanduser()
+    pairs: list[Pair] = []
+    if path.exists():
+        files, chosen = _files(path, split, subsets)
+        for subset, file in files:
+            pairs += _parse(read_file(file, report), subset, cfg, ctx)
+    elif source.count("/") == 1 and not source.startswith((".", "/", "~")):
+        # Anthropic/hh-rlhf (and copies of it) keep each subset in its own folder: ask for each one.
+        chosen = source.endswith("/hh-rlhf")
+        for data_dir in (subsets or list(HH_SUBSETS)) if chosen else [""]:
+            records = read_hub(source, split, data_dir)
+            pairs += _parse(records, data_dir or source.rsplit("/", 1)[-1], cfg, ctx)
+    else:
+        raise DataError(f"data source not found: {source} (neither a local path nor a Hub dataset name)")
+    if subsets and not chosen:
+        kept = [p for p in pairs if p.subset in subsets]
+        missing = sorted(set(subsets) - {p.subset for p in kept})
+        if missing:
+            found = ", ".join(subset_counts(pairs)) or "none"
+            raise DataError(f"{source}: no {split} pairs of subset(s) {', '.join(missing)} (found: {found})")
+        report.count("subset_filter", f"{split}_left_out", len(pairs) - len(kept))
+        pairs = kept
+    if not pairs:
+        raise DataError(f"{source}: no usable {split} pairs (skipped: {report.skipped_counts() or 'none'})")
+    return pairs
+
+
+def _record_key(pair: Pair) -> str:
+    """Pairs made from one record (an Argilla record and its edits) stay on the same side of a hold-out."""
+    from rm.data.formats.argilla import EDIT
+
+    return pair.origin.split(EDIT)[0]
+
+
+def holdout_split(pairs: list[Pair], fraction: float, seed: int) -> tuple[list[Pair], list[Pair]]:
+    """A seeded (train, eval) split by record, stratified by subset so small subsets keep eval examples."""
+    rng = random.Random(seed)
+    train, held = [], []
+    for subset in sorted({p.subset for p in pairs}):
+        groups: dict[str, list[Pair]] = {}
+        for p in pairs:
+            if p.subset == subset:
+                groups.setdefault(_record_key(p), []).append(p)
+        keys = list(groups)
+        rng.shuffle(keys)
+        n_eval = max(1, round(len(keys) * fraction)) if len(keys) > 1 else 0
+        held += [p for k in keys[:n_eval] for p in groups[k]]
+        train += [p for k in keys[n_eval:] for p in groups[k]]
+    return train, held
+
+
+def apply_mixture(pairs: list[Pair], weights: dict[str, float], seed: int, report: DataReport) -> list[Pair]:
+    """Each subset repeated `int(w)` times plus a seeded `frac(w)` share of it again; unlisted subsets keep w=1."""
+    have = subset_counts(pairs)
+    unknown = sorted(set(weights) - set(have))
+    if unknown:
+        raise DataError(f"data.mixture.{unknown[0]}: no such subset in the training data (it has: {', '.join(have)})")
+    rng = random.Random(seed)
+    out = []
+    for subset in have:
+        group = [p for p in pairs if p.subset == subset]
+        weight = weights.get(subset, 1.0)
+        whole, frac = int(weight), weight - int(weight)
+        mixed = group * whole + rng.sample(group, round(frac * len(group)))
+        report.notes.setdefault("mixture", {})[subset] = {"weight": weight, "before": len(group), "after": len(mixed)}
+        out += mixed
+    return out
+
+
+def subset_counts(pairs: Iterable[Pair]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[p.subset] = counts.get(p.subset, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+@dataclass
+class LoadedData:
+    train: list[Pair]
+    eval: list[Pair]
+    report: DataReport
+
+
+def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> LoadedData:
+    """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed."""
+    report = DataReport(cfg.on_bad_record)
+    source = cfg.source
+    if source == "synthetic":
+        from rm.data import synthetic
+
+        s = cfg.synthetic
+        source = str(synthetic.write_dataset(output_dir / "data", s.n_train, s.n_eval, s.seed))
+    train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
+    if cfg.eval_split:
+        if Path(source).expanduser().is_file():
+            raise DataError(
+                f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
+                "to hold out data.eval_fraction of it"
+            )
+        held = load_pairs(source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
+    else:
+        train, held = holdout_split(train, cfg.eval_fraction, cfg.split_seed)
+    if cfg.mixture:
+        train = apply_mixture(train, cfg.mixture, cfg.split_seed, report)
+    if cfg.max_train_pairs:
+        report.count("capped", "train_left_out", max(0, len(train) - cfg.max_train_pairs))
+        train = random.Random(cfg.split_seed).sample(train, min(cfg.max_train_pairs, len(train)))
+    if cfg.max_eval_pairs:
+        report.count("capped", "eval_left_out", max(0, len(held) - cfg.max_eval_pairs))
+        held = random.Random(cfg.split_seed + 1).sample(held, min(cfg.max_eval_pairs, len(held)))
+    report.notes["pairs"] = {"train": subset_counts(train), "eval": subset_counts(held)}
+    return LoadedData(train, held, report)
+
+
+def load_splits(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> tuple[list[Pair], list[Pair]]:
+    """(train, eval) pairs as the config asks: generated, local or Hub; given split or seeded hold-out."""
+    loaded = load_data(cfg, output_dir, tokenizer)
+    return loaded.train, loaded.eval

@@ -1,0 +1,108 @@
+"""Bad input, handled without loss: stop at it (the default) or skip it and say so.
+
+Every reader and record parser reports problems here instead of raising or dropping on its own, so
+the two modes behave the same for every format:
+
+- `error` (`data.on_bad_record: error`): the first problem raises `DataError` naming the file, the
+  line (or row) and the field, before any model is built.
+- `skip`: the record is left out and kept in `skipped` with its reason; the run logs the count per
+  reason and writes every skipped record to `skipped.jsonl` in the run directory.
+
+Two problems are lossless to fix, a UTF-8 byte-order mark and CRLF line endings: in skip mode the
+record is kept with them removed and counted under `repaired` instead of being dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rm.errors import DataError, RecordError
+
+MODES = ("error", "skip")
+SKIP_HINT = "(set data.on_bad_record=skip, or --on-bad-record skip, to leave such records out and count them)"
+
+
+@dataclass
+class BadRecord:
+    """A record that was left out (or repaired), with where it was and why."""
+
+    origin: str
+    """"file:line" or "dataset[split] row N"."""
+    reason: str
+    """Short code: malformed_json, missing_field, not_a_string, empty_response, identical, bad_turns, ..."""
+    field: str | None
+    """The field at fault, where there is one."""
+    message: str
+    """What was wrong, in words."""
+
+
+@dataclass
+class DataReport:
+    """What loading did to the data: every record skipped or repaired, and counts of every option applied."""
+
+    on_bad_record: str = "error"
+    repair_always: bool = False
+    """Apply and count lossless fixes even in error mode (scoring: a repaired text scores the same)."""
+    skipped: list[BadRecord] = field(default_factory=list)
+    repaired: list[BadRecord] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Counts by topic, e.g. {"argilla": {"edit_pairs_added": 3}, "mixture": {...}, "encoding": {...}}."""
+
+    def __post_init__(self) -> None:
+        if self.on_bad_record not in MODES:
+            raise DataError(f"on_bad_record must be one of {', '.join(MODES)}, got {self.on_bad_record!r}")
+
+    def reject(self, origin: str, error: RecordError) -> None:
+        """A record cannot be used: stop (error mode) or leave it out and keep the reason (skip mode)."""
+        if self.on_bad_record == "error":
+            raise DataError(f"{origin}: {error.message} {SKIP_HINT}")
+        self.skipped.append(BadRecord(origin, error.reason, error.field, error.message))
+
+    def repair(self, origin: str, reason: str, message: str, field: str | None = None) -> None:
+        """A lossless fix (BOM, CRLF): stop in error mode, or apply it and count it in skip mode."""
+        if self.on_bad_record == "error" and not self.repair_always:
+            raise DataError(f"{origin}: {message} {SKIP_HINT}")
+        self.repaired.append(BadRecord(origin, reason, field, message))
+
+    def count(self, topic: str, key: str, n: int = 1) -> None:
+        counts = self.notes.setdefault(topic, {})
+        counts[key] = counts.get(key, 0) + n
+
+    def skipped_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(b.reason for b in self.skipped).items()))
+
+    def repaired_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(b.reason for b in self.repaired).items()))
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON-ready report: counts by reason, plus every note."""
+        return {
+            "on_bad_record": self.on_bad_record,
+            "skipped": self.skipped_counts(),
+            "repaired": self.repaired_counts(),
+            **self.notes,
+        }
+
+    def describe(self) -> list[str]:
+        """One line per thing a user should know: records left out or repaired, options that changed data."""
+        lines = []
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)} bad records {self.skipped_counts()} (each in skipped.jsonl)")
+        if self.repaired:
+            lines.append(f"repaired {len(self.repaired)} records {self.repaired_counts()} (each in skipped.jsonl)")
+        for topic in ("argilla", "mixture", "subset_filter", "capped"):
+            if self.notes.get(topic):
+                lines.append(f"{topic}: {self.notes[topic]}")
+        return lines
+
+    def write(self, run_dir: Path) -> None:
+        """`data_report.json` (counts) and `skipped.jsonl` (one line per record left out or repaired)."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "data_report.json").write_text(json.dumps(self.summary(), indent=2, ensure_ascii=False) + "\n")
+        rows = [{"action": "skipped", **asdict(b)} for b in self.skipped]
+        rows += [{"action": "repaired", **asdict(b)} for b in self.repaired]
+        (run_dir / "skipped.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

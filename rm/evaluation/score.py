@@ -1,0 +1,179 @@
+"""Scoring: stream a file of conversations through a reward model in batches.
+
+`python -m rm score --model M --input FILE [--out FILE]` reads records one window at a time (through
+the same reader training uses, `rm.data.sources`), so memory stays bounded by the window whatever the
+file's size, and writes each record back with its reward(s) added, in input order.
+
+Each text becomes a `ScoreSeq` (prompt ids, response ids) and a `Layout` (`rm/collate/scoring.py`)
+turns a list of them into a batch and the batch into one reward per sequence.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
+
+from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
+from rm.data.formats.hh import ASSISTANT, split_pair
+from rm.data.report import DataReport
+from rm.data.sources import count_records, open_text, read_file
+from rm.data.tokenizer import special_prefix
+from rm.errors import DataError
+from rm.model.probe import choose_layout
+from rm.model.reward import RewardModel
+
+
+def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
+    """Packed rows with shared prompts where the model reproduces separate forwards that way (decoders
+    through `RewardModel`, checked by `rm.model.probe.choose_layout`'s probe); one padded row per text else."""
+
+    if isinstance(model, RewardModel) and choose_layout(model, "auto", pad_token_id)[0] == "shared":
+        return PackedScoring(pad_token_id)
+    return PaddedLayout(pad_token_id)
+
+
+def split_last_turn(text: str) -> tuple[str, str]:
+    """(prompt, response): the prompt runs to the last "\\n\\nAssistant:" tag; without a tag it is empty."""
+    cut = text.rfind(ASSISTANT)
+    if cut < 0:
+        return "", text
+    return text[: cut + len(ASSISTANT)], text[cut + len(ASSISTANT) :]
+
+
+def texts_of(record: Any, origin: str, field: str = "") -> list[tuple[str, str, str]]:
+    """(output key, prompt, response) for each text a record asks to score.
+
+    `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
+    attempts), `text`, `prompt`+`response`, `chosen`+`rejected` (HH pairs or prompt/chosen/rejected,
+    scored as two texts: `chosen_reward` and `rejected_reward`).
+    """
+    if not isinstance(record, dict):
+        raise DataError(f"{origin}: expected a JSON object, got {type(record).__name__}")
+
+    def text(name: str) -> str:
+        value = record.get(name)
+        if not isinstance(value, str):
+            got = "missing" if name not in record else f"a {type(value).__name__}"
+            raise DataError(f"{origin}: field {name!r} must be a string, got {got}")
+        return value
+
+    if field:
+        return [("reward", *split_last_turn(text(field)))]
+    for name in ("transcript", "text"):
+        if name in record:
+            return [("reward", *split_last_turn(text(name)))]
+    if "response" in record:
+        return [("reward", text("prompt") if "prompt" in record else "", text("response"))]
+    if "chosen" in record or "rejected" in record:
+        chosen, rejected = text("chosen"), text("rejected")
+        if "prompt" in record:
+            prompt = text("prompt")
+            return [("chosen_reward", prompt, chosen), ("rejected_reward", prompt, rejected)]
+        try:
+            prompt, chosen, rejected = split_pair(chosen, rejected)
+        except ValueError:  # identical or unsplittable: score the two conversations whole
+            return [("chosen_reward", *split_last_turn(chosen)), ("rejected_reward", *split_last_turn(rejected))]
+        return [("chosen_reward", prompt, chosen), ("rejected_reward", prompt, rejected)]
+    raise DataError(
+        f"{origin}: no text to score: expected a 'transcript', 'text', 'prompt'+'response' or "
+        f"'chosen'+'rejected' field (or name one with --field); fields are {sorted(record)}"
+    )
+
+
+def encode_text(
+    tokenizer: PreTrainedTokenizerBase, prompt: str, response: str, max_length: int, prefix: list[int]
+) -> ScoreSeq:
+    """Tokenize prompt and response apart (as training does); cut the oldest tokens to fit `max_length`."""
+    p = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+    r = tokenizer(response, add_special_tokens=False)["input_ids"]
+    room = max_length - len(prefix)
+    cut = len(p) + len(r) > room
+    if len(r) > room:  # the response alone does not fit: keep its end, where the reward is read
+        p, r = [], r[len(r) - room :]
+    elif cut:
+        p = p[len(p) - (room - len(r)) :]
+    return ScoreSeq(prefix + p, r, truncated=cut)
+
+
+@torch.inference_mode()
+def score_seqs(
+    model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
+) -> list[float]:
+    """Rewards for `seqs` in the order given.
+
+    Batches are cut after sorting by prompt (length, then ids) and response length: each batch pads to
+    similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
+    (a batch boundary can still split such a group; the layout then simply shares less).
+    """
+    order = sorted(
+        range(len(seqs)), key=lambda i: (len(seqs[i].prompt_ids), seqs[i].prompt_ids, len(seqs[i].response_ids))
+    )
+    out = [0.0] * len(seqs)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}
+        for i, r in zip(idx, layout.rewards(model, batch).tolist(), strict=True):
+            out[i] = r
+    return out
+
+
+def score_file(
+    model: nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    batch_size: int = 16,
+    max_length: int = 1024,
+    field: str = "",
+    window: int = 0,
+    layout: Layout | None = None,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Score every record of a JSON-lines file into another, in order; returns counts.
+
+    At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
+    length-sorted, written, dropped. Each output record is the input record plus `reward` (or
+    `chosen_reward` and `rejected_reward`) and, where tokens were cut, `"truncated": true`.
+    """
+    layout = layout or default_layout(model, tokenizer.pad_token_id)
+    window = window or 16 * batch_size
+    device = next(model.parameters()).device
+    prefix = special_prefix(tokenizer)
+    counts = {"records": 0, "texts": 0, "records_truncated": 0}
+    # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training; a bad record stops.
+    report = DataReport("error", repair_always=True)
+    records = read_file(Path(input_path), report)
+    bar = tqdm(
+        total=count_records(Path(input_path)), desc="score", unit="rec", disable=not progress, dynamic_ncols=True
+    )
+    with open_text(Path(output_path), "w") as out:
+        while True:
+            chunk = list(islice(records, window))  # the next `window` (origin, record)
+            if not chunk:
+                break
+            seqs, keys = [], []
+            for origin, record in chunk:
+                parts = texts_of(record, origin, field)
+                keys.append([key for key, _, _ in parts])
+                seqs += [encode_text(tokenizer, p, r, max_length, prefix) for _, p, r in parts]
+            rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
+            for (_, record), names in zip(chunk, keys, strict=True):
+                scored = [next(rewards) for _ in names]
+                record.update({name: reward for name, (reward, _) in zip(names, scored, strict=True)})
+                if any(seq.truncated for _, seq in scored):
+                    record["truncated"] = True
+                    counts["records_truncated"] += 1
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            counts["records"] += len(chunk)
+            counts["texts"] += len(seqs)
+            bar.update(len(chunk))
+    bar.close()
+    return counts

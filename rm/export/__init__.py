@@ -1,0 +1,1 @@
+"""A run's weights as a standard `AutoModelForSequenceClassification` folder: restore, write, card, Hub."""

@@ -1,0 +1,209 @@
+"""The model card (README.md) of an export: Hub metadata, what the weights are, how well they did, how to use them.
+
+The card only states what the export can back up: the eval table comes from an eval.json that
+describes these very weights (the run's, for its final weights, or one computed at export time), and
+an intermediate checkpoint without one says so instead of borrowing the final numbers. The usage
+snippet is executed by a test (tests/export/test_card.py), so it cannot rot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from huggingface_hub import ModelCardData
+
+from rm.config import RunConfig, to_dict
+
+EXAMPLE_PROMPT = "\\n\\nHuman: What is 2 plus 3?\\n\\nAssistant:"  # written into Python source: escaped
+EXAMPLE_RESPONSES = ('" 2 plus 3 is 5."', '" 2 plus 3 is 7."')
+
+
+@dataclass
+class CardFacts:
+    """Everything the card says that is not in the run config."""
+
+    architecture: str
+    """The transformers class, e.g. LlamaForSequenceClassification."""
+    n_parameters: int
+    step: int | None
+    final_step: int | None
+    eval_result: dict | None = None
+    """eval.json of these weights, or None when there is none."""
+    eval_origin: str = "run"
+    """"run" (the run's own final eval) or "export" (computed when exporting)."""
+    normalization: dict | None = None
+    lora: dict | None = None
+    """{"r", "lora_alpha", "target_modules"} when LoRA weights were merged in."""
+    chat_template: bool = False
+    model_id: str = "."
+    """What the usage snippet loads: "." (the folder itself) or the Hub repo id."""
+
+
+def is_hub_id(name: str) -> bool:
+    """`org/name` or `name` that is not a local path: what the Hub's metadata may point to."""
+    if not name or name.startswith((".", "/", "~")) or Path(name).expanduser().exists():
+        return False
+    return name.count("/") <= 1 and " " not in name
+
+
+def metadata(cfg: RunConfig, facts: CardFacts) -> ModelCardData:
+    tags = ["reward-model", "bradley-terry", "rm"] + (["lora"] if facts.lora else [])
+    return ModelCardData(
+        library_name="transformers",
+        pipeline_tag="text-classification",
+        tags=tags,
+        base_model=cfg.model.name_or_path if is_hub_id(cfg.model.name_or_path) else None,
+        datasets=[cfg.data.source] if cfg.data.source != "synthetic" and is_hub_id(cfg.data.source) else None,
+    )
+
+
+def _weights_line(facts: CardFacts) -> str:
+    if facts.step is not None and facts.step == facts.final_step:
+        return f"the final weights of the run, after {facts.step} optimizer steps"
+    if facts.step is None:
+        return "a checkpoint of the run whose step is not recorded"
+    of = f" of the run's {facts.final_step}" if facts.final_step else " (the run had not finished when exported)"
+    return f"an intermediate checkpoint, after {facts.step} optimizer steps{of}"
+
+
+def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
+    if facts.eval_result is None:
+        return (
+            "## Evaluation\n\nNot evaluated: the run's `eval.json` describes its final weights, not this checkpoint. "
+            "Export again with `--eval` to score the run's held-out pairs with these weights.\n"
+        )
+    split = f"`{cfg.data.eval_split}` split" if cfg.data.eval_split else f"seeded {cfg.data.eval_fraction:.0%} hold-out"
+    origin = "at the end of the run" if facts.eval_origin == "run" else "when this folder was exported"
+    lines = [
+        "## Evaluation",
+        "",
+        f"Held-out pairs of `{cfg.data.source}` ({split}), scored {origin}. Accuracy is the share of pairs whose "
+        "chosen response gets the higher reward (a tie counts half); margin is the mean of r(chosen) - r(rejected).",
+        "",
+        "| subset | pairs | accuracy | mean margin | mean r(chosen) | mean r(rejected) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    rows = list(facts.eval_result["subsets"].items()) + [("**overall**", facts.eval_result["overall"])]
+    for name, m in rows:
+        lines.append(
+            f"| {name} | {m['n']} | {m['accuracy']:.4f} | {m['mean_margin']:.4f} | "
+            f"{m['mean_chosen_reward']:.4f} | {m['mean_rejected_reward']:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def usage_snippet(facts: CardFacts) -> str:
+    where = "this folder (run from inside it)" if facts.model_id == "." else "the Hub repository"
+    lines = [
+        "import torch",
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline",
+        "",
+        f'model_id = "{facts.model_id}"  # {where}',
+        "tokenizer = AutoTokenizer.from_pretrained(model_id)",
+        "model = AutoModelForSequenceClassification.from_pretrained(model_id).eval()",
+        "",
+        f'prompt = "{EXAMPLE_PROMPT}"',
+        f"responses = [{', '.join(EXAMPLE_RESPONSES)}]",
+        'batch = tokenizer([prompt + r for r in responses], return_tensors="pt", padding=True)',
+        "with torch.no_grad():",
+        "    rewards = model(**batch).logits[:, 0]  # one scalar per text, higher is better",
+    ]
+    if facts.normalization:
+        lines += [
+            "norm = model.config.reward_normalization  # see 'Reward normalisation' below",
+            'rewards = (rewards - norm["mean"]) / norm["std"]',
+        ]
+    lines += [
+        "print(rewards.tolist())",
+        "",
+        "# The same raw reward through a pipeline (no sigmoid or softmax on a single logit):",
+        'pipe = pipeline("text-classification", model=model_id, function_to_apply="none")',
+        "print(pipe(prompt + responses[0]))  # [{'label': 'reward', 'score': ...}]",
+    ]
+    return "\n".join(lines)
+
+
+def normalization_section(facts: CardFacts) -> str:
+    norm = facts.normalization
+    if norm is None:
+        return (
+            "## Reward scale\n\nRaw rewards: a Bradley-Terry model fixes only differences between rewards, so their "
+            "offset and scale carry no meaning. Export with `--normalize` to store training-set statistics.\n"
+        )
+    return (
+        "## Reward normalisation\n\n"
+        "`config.json` holds `reward_normalization`, statistics of the raw reward (`logits[:, 0]`) over "
+        f"{norm['data']} (chosen and rejected responses pooled, {norm['n_rewards']} rewards):\n\n"
+        f"- `mean`: {norm['mean']:.6g}\n- `std`: {norm['std']:.6g} (population standard deviation)\n"
+        f"- `n_rewards`, `data`: how many rewards and which data\n\n"
+        "`normalized = (raw - mean) / std` has mean 0 and std 1 on that data. The weights are untouched: "
+        "plain transformers and the pipeline return raw rewards; apply the formula yourself, as above.\n"
+    )
+
+
+def training_section(cfg: RunConfig, facts: CardFacts) -> str:
+    m, t, d = cfg.model, cfg.train, cfg.data
+    if m.name_or_path:
+        base = f"`{m.name_or_path}`"
+    else:
+        r = m.random_init
+        base = (
+            f"random init ({r.model_type}, hidden_size {r.hidden_size}, num_hidden_layers {r.num_hidden_layers}, "
+            f"num_attention_heads {r.num_attention_heads})"
+        )
+    tok = cfg.tokenizer.name_or_path or m.name_or_path
+    tok = f"`{tok}`" if tok else f"byte-level BPE trained on the training data (vocab {cfg.tokenizer.vocab_size})"
+    loss = "-log sigmoid(r(chosen) - r(rejected)" + (" - margin)" if cfg.loss.use_margin else ")")
+    if cfg.loss.center_rewards_coef:
+        loss += f" + {cfg.loss.center_rewards_coef} * mean((r(chosen) + r(rejected))^2)"
+    rows = [
+        ("model", f"{facts.architecture}, {facts.n_parameters / 1e6:.2f}M parameters, from {base}"),
+        ("weights", _weights_line(facts)),
+        ("tokenizer", tok + (" (with a chat template)" if facts.chat_template else "")),
+        ("data", f"`{d.source}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
+        ("objective", f"Bradley-Terry: {loss}"),
+        (
+            "optimisation",
+            f"AdamW, lr {t.lr:g} ({t.scheduler}, warm-up {t.warmup_ratio:g}), weight decay {t.weight_decay:g}, "
+            f"{t.batch_size} pairs per process x {t.grad_accum} accumulation",
+        ),
+        ("max length", f"{cfg.collator.max_length} tokens (prompt + response)"),
+    ]
+    if facts.lora:
+        lo = facts.lora
+        rows.append(
+            (
+                "LoRA",
+                f"r {lo['r']}, alpha {lo['lora_alpha']}, on {', '.join(sorted(lo['target_modules']))}; "
+                "merged into the base weights, the score head trained in full",
+            )
+        )
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    full = yaml.safe_dump(to_dict(cfg), sort_keys=False).rstrip()
+    return (
+        "## Training\n\nTrained with rm (pairwise Bradley-Terry reward modelling).\n\n"
+        f"| | |\n| --- | --- |\n{table}\n\n"
+        "<details><summary>Full run configuration (also in <code>rm_config.yaml</code>)</summary>\n\n"
+        f"```yaml\n{full}\n```\n\n</details>\n"
+    )
+
+
+def render_card(cfg: RunConfig, facts: CardFacts) -> str:
+    """The README.md text: YAML front matter for the Hub, then the sections above."""
+    intro = (
+        f"A reward model: `AutoModelForSequenceClassification` with one output, the scalar reward of a "
+        f"text, read at its last token. This folder holds {_weights_line(facts)}. It was trained on prompt + response "
+        "text exactly as the training data writes it (HH-RLHF's `\\n\\nHuman: ...\\n\\nAssistant: ...` turns "
+        "for HH-style data), so score text in that format."
+    )
+    if facts.chat_template:
+        intro += " The tokenizer carries the chat template the run's tokenizer had."
+    return (
+        f"---\n{metadata(cfg, facts).to_yaml()}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
+        f"{eval_section(cfg, facts)}\n"
+        f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
+        f"{normalization_section(facts)}\n"
+        f"{training_section(cfg, facts)}"
+    )

@@ -1,0 +1,221 @@
+"""Export: a standard `AutoModelForSequenceClassification` folder that plain transformers loads.
+
+The folder holds the model (num_labels=1, the head under the architecture's own name, safetensors
+only), the tokenizer (with its chat template when it has one), `pad_token_id` in the config, the
+run's config as `rm_config.yaml`, the eval.json that describes these weights (when there is one) and
+a model card, `README.md`. LoRA weights are merged into the base weights, keeping the trained copy of
+the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model of
+the same class, so a wrapper prefix or a lost head cannot reach the folder.
+
+The end of `rm train` and `python -m rm export` both call `export_model`, so a run's `export/` and an
+export of its last checkpoint are the same files. Plain transformers reads the score at the last
+non-pad token; rm's tokenizers keep pad distinct from every real token so both agree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rm.config import RunConfig, save_config
+from rm.data.encode import EncodedPair, encode_pairs
+from rm.data.load import load_splits, subset_counts
+from rm.errors import ExportError
+from rm.evaluation.summary import summarize_by_subset
+from rm.export.card import CardFacts, render_card
+from rm.export.rescore import describe_training_data, normalization, score_encoded
+from rm.export.restore import load_model, resolve_source, run_tokenizer
+from rm.model.reward import score_head
+
+log = logging.getLogger("rm")
+
+__all__ = ["ExportOptions", "RunData", "Weights", "export_model", "export_run", "merged"]
+
+
+@dataclass
+class RunData:
+    """A run's pairs, encoded as `rm train` encodes them: for normalisation and export-time eval."""
+
+    subsets: list[str]
+    train: list[EncodedPair] = field(default_factory=list)
+    eval: list[EncodedPair] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, cfg: RunConfig, run_dir: Path, tokenizer: PreTrainedTokenizerBase) -> RunData:
+        train, held = load_splits(cfg.data, run_dir)
+        subsets = sorted(set(subset_counts(train)) | set(subset_counts(held)))
+        return cls(
+            subsets,
+            encode_pairs(train, tokenizer, cfg.collator.max_length, subsets)[0],
+            encode_pairs(held, tokenizer, cfg.collator.max_length, subsets)[0],
+        )
+
+
+def merged(model: torch.nn.Module) -> tuple[PreTrainedModel, dict | None]:
+    """(the plain transformers model, LoRA settings or None): a PeftModel is merged and unloaded."""
+    peft = sys.modules.get("peft")  # a PeftModel cannot exist unless peft was imported
+    if peft is None or not isinstance(model, peft.PeftModel):
+        return model, None
+    config = model.peft_config[model.active_adapter]
+    lora = {"r": config.r, "lora_alpha": config.lora_alpha, "target_modules": sorted(config.target_modules)}
+    # merge_and_unload folds B @ A * alpha / r into each base weight and puts the trained copy of every
+    # `modules_to_save` module (the score head) where the original was.
+    return model.merge_and_unload(), lora
+
+
+def check_names(hf: PreTrainedModel) -> None:
+    """The saved names must be those of a fresh model of the class, so from_pretrained fills every tensor."""
+    with torch.device("meta"):
+        reference = type(hf)(hf.config)
+    expected, actual = set(reference.state_dict()), set(hf.state_dict())
+    if expected != actual:
+        raise ExportError(
+            f"{type(hf).__name__} would be saved under names transformers does not expect: "
+            f"extra {sorted(actual - expected)[:3]}, missing {sorted(expected - actual)[:3]}"
+        )
+    if score_head(hf).out_features != 1:
+        raise ExportError(f"the score head has {score_head(hf).out_features} outputs; a reward model has 1")
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not overwrite:
+            raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
+        if not (out / "config.json").is_file():
+            raise ExportError(f"refusing to replace {out}: it is not empty and holds no model (no config.json)")
+
+
+@dataclass
+class Weights:
+    """Which weights an export holds: the optimizer step behind them and the eval that describes them."""
+
+    step: int | None
+    """Optimizer steps behind these weights (None when unknown)."""
+    final_step: int | None
+    """Steps of the finished run (None while it has not finished)."""
+    eval_result: dict | None = None
+    """eval.json of exactly these weights (the run's, for its final weights), or None."""
+
+
+@dataclass
+class ExportOptions:
+    """What the caller asks of an export beyond the weights."""
+
+    normalize: bool = False
+    """Store the mean and std of the rewards over the run's training pairs in config.json (needs data)."""
+    evaluate: bool = False
+    """Score the run's held-out pairs with these weights now, and use that eval (needs data)."""
+    model_id: str = "."
+    """What the card's usage snippet loads: "." (the folder) or the Hub repo id."""
+    overwrite: bool = False
+    """Replace an earlier export in the folder."""
+
+
+def export_model(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    out_dir: str | Path,
+    cfg: RunConfig,
+    weights: Weights,
+    data: RunData | None = None,
+    options: ExportOptions | None = None,
+) -> Path:
+    """Write the export folder for `model` (a transformers model, or a PeftModel to merge) to `out_dir`.
+
+    With `data` (the run's pairs), `options.normalize` stores reward statistics over its training pairs
+    in the config, and `options.evaluate` scores its eval pairs now and uses that instead of
+    `weights.eval_result`. The folder is written next to `out_dir` and renamed into place, so an
+    interrupted export leaves no half-written folder.
+    """
+    options = options or ExportOptions()
+    step, final_step, eval_result = weights.step, weights.final_step, weights.eval_result
+    normalize, evaluate, model_id, overwrite = options.normalize, options.evaluate, options.model_id, options.overwrite
+    out = Path(out_dir)
+    check_out_dir(out, overwrite)
+    hf, lora = merged(model)
+    hf.eval()
+    check_names(hf)
+    eval_origin = "run"
+    if (normalize or evaluate) and data is None:
+        raise ExportError("normalising or evaluating at export needs the run's data")
+    if evaluate:
+        scores = score_encoded(hf, data.eval, tokenizer.pad_token_id, cfg.train.eval_batch_size)
+        eval_result = summarize_by_subset(scores, data.subsets) | {"exported_step": step}
+        eval_origin = "export"
+    norm = None
+    if normalize:
+        scores = score_encoded(hf, data.train, tokenizer.pad_token_id, cfg.train.eval_batch_size)
+        norm = normalization(scores, describe_training_data(cfg, len(data.train)))
+
+    hf.config.num_labels = 1
+    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
+    hf.config.pad_token_id = tokenizer.pad_token_id
+    if norm is not None:
+        hf.config.reward_normalization = norm
+    elif hasattr(hf.config, "reward_normalization"):
+        del hf.config.reward_normalization
+    facts = CardFacts(
+        architecture=type(hf).__name__,
+        n_parameters=sum(p.numel() for p in hf.parameters()),
+        step=step,
+        final_step=final_step,
+        eval_result=eval_result,
+        eval_origin=eval_origin,
+        normalization=norm,
+        lora=lora,
+        chat_template=bool(getattr(tokenizer, "chat_template", None)),
+        model_id=model_id,
+    )
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    hf.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    save_config(cfg, tmp / "rm_config.yaml")
+    if eval_result is not None:
+        (tmp / "eval.json").write_text(json.dumps(eval_result, indent=2) + "\n")
+    (tmp / "README.md").write_text(render_card(cfg, facts))
+    unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    if unsafe:  # transformers 5 writes safetensors only; this keeps it that way
+        raise ExportError(f"export would contain pickled files: {unsafe}")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def export_run(
+    path: str | Path,
+    out_dir: str | Path,
+    *,
+    normalize: bool | None = None,
+    evaluate: bool = False,
+    model_id: str = ".",
+    overwrite: bool = False,
+) -> Path:
+    """Export a run directory's final weights, or one of its checkpoints, to `out_dir`.
+
+    `normalize=None` follows the run's `export.normalize`.
+    """
+    check_out_dir(Path(out_dir), overwrite)  # before minutes of loading, not after
+    source = resolve_source(path)
+    cfg = source.cfg
+    normalize = cfg.export.normalize if normalize is None else normalize
+    log.info("export: %s (step %s of %s) -> %s", source.weights, source.step, source.final_step, out_dir)
+    tokenizer = run_tokenizer(cfg, source.run_dir)
+    model = load_model(source, tokenizer)
+    data = RunData.load(cfg, source.run_dir, tokenizer) if normalize or evaluate else None
+    eval_result = source.run_eval if source.is_final else None
+    options = ExportOptions(normalize=normalize, evaluate=evaluate, model_id=model_id, overwrite=overwrite)
+    weights = Weights(source.step, source.final_step, eval_result)
+    return export_model(model, tokenizer, out_dir, cfg, weights, data, options)

@@ -1,0 +1,52 @@
+"""Scoring a run's own pairs again at export time: reward normalisation and checkpoint evaluation.
+
+Bradley-Terry training fixes only reward *differences*; the offset and scale of the rewards are
+whatever the run drifted to. Consumers that mix the reward into another objective (RLHF, best-of-n
+thresholds) want it on a known scale, so the export can store the mean and standard deviation of
+the rewards over the training set. The run's eval.json describes its final weights only, so an
+intermediate checkpoint is evaluated here, on the same held-out pairs, when the export is asked to.
+
+Rewards come from the same forward pass as training (`RewardModel`, padded rows), one process.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from rm.collate.padded import PaddedCollator
+from rm.config import RunConfig
+from rm.data.encode import EncodedPair
+from rm.errors import ExportError
+from rm.model.reward import RewardModel, pair_rewards
+
+
+@torch.no_grad()
+def score_encoded(
+    hf: PreTrainedModel, encoded: list[EncodedPair], pad_token_id: int, batch_size: int = 32
+) -> dict[str, torch.Tensor]:
+    """{"chosen", "rejected", "subset_ids"}, each [pairs], in the order of `encoded`."""
+    model = RewardModel(hf).eval()
+    collate = PaddedCollator(pad_token_id)
+    chosen, rejected, subsets = [], [], []
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(hf.device) for k, v in collate(encoded[start : start + batch_size]).items()}
+        c, r = pair_rewards(model, batch)
+        chosen.append(c.float().cpu())
+        rejected.append(r.float().cpu())
+        subsets.append(batch["subset_ids"].cpu())
+    return {"chosen": torch.cat(chosen), "rejected": torch.cat(rejected), "subset_ids": torch.cat(subsets)}
+
+
+def normalization(scores: dict[str, torch.Tensor], description: str) -> dict:
+    """Mean and (population) standard deviation of every chosen and rejected reward, pooled."""
+    rewards = torch.cat([scores["chosen"], scores["rejected"]]).double()
+    std = rewards.std(unbiased=False).item()
+    if not std > 0:
+        raise ExportError(f"rewards over {description} have no spread (std {std}); cannot normalise")
+    return {"mean": rewards.mean().item(), "std": std, "n_rewards": len(rewards), "data": description}
+
+
+def describe_training_data(cfg: RunConfig, n_pairs: int) -> str:
+    """The same words at the end of a run and in a later export, so both write the same config.json."""
+    return f"{n_pairs} training pairs of {cfg.data.source}"

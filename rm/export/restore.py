@@ -1,0 +1,150 @@
+"""Rebuilding a run's reward model from its directory: config, tokenizer, and one set of weights.
+
+A run directory holds `config.yaml`, the tokenizer it trained (`tokenizer/`, random-init models
+only), `eval.json`, the end-of-run `export/` and `checkpoints/step-N/` written by
+`accelerator.save_state`. A checkpoint's `model.safetensors` holds the `RewardModel` wrapper's state,
+so every key carries the wrapper's `hf.` prefix. The model is rebuilt with the same `build_model` call
+training made (same class, same shapes, same names) and the weights are loaded into it strictly:
+a missing or unexpected key stops the export instead of leaving a randomly initialised tensor.
+
+LoRA checkpoints carry peft's own `adapter_config.json` (`LoraConfig.save_pretrained`) in the
+checkpoint directory or the run directory; with it the model is wrapped the same way before loading,
+so that the LoRA and `modules_to_save` tensors find their places, and merged later by the export.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rm.config import RunConfig, load_config
+from rm.config.rundir import WEIGHTS, checkpoint_step, checkpoints
+from rm.data.tokenizer import load_tokenizer
+from rm.errors import ConfigError, ExportError
+from rm.model.build import build_model
+
+log = logging.getLogger("rm")
+
+ADAPTER_CONFIG = "adapter_config.json"
+# Prefixes that wrappers add in front of the transformers names: rm's RewardModel (`hf.`) and a
+# PeftModel (`base_model.model.`). Both sides of a load are compared without them.
+_WRAPPER_PREFIXES = ("hf.", "base_model.model.")
+
+
+@dataclass
+class Source:
+    """Where one set of weights comes from, and what the run says about them."""
+
+    run_dir: Path
+    cfg: RunConfig
+    weights: Path
+    """A safetensors file: a checkpoint's `model.safetensors` or the end-of-run export's."""
+    step: int | None
+    """Optimizer steps behind these weights (None when the checkpoint's name does not say)."""
+    final_step: int | None
+    """Steps of the finished run, from its eval.json (None while the run has not finished)."""
+    run_eval: dict | None
+    """The run's eval.json, which describes the final weights only."""
+    adapter_dir: Path | None = None
+    """Folder holding peft's adapter_config.json when the weights are a LoRA checkpoint."""
+
+    @property
+    def is_final(self) -> bool:
+        return self.step is not None and self.step == self.final_step
+
+
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint that holds model weights (a sharded FSDP state has none to export)."""
+    found = checkpoints(run_dir, holding=WEIGHTS)
+    return found[-1][1] if found else None
+
+
+def resolve_source(path: str | Path) -> Source:
+    """A run directory (its final weights) or one of its checkpoints (`<run>/checkpoints/step-N`)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ExportError(f"{path}: not a directory (expected a run directory or <run>/checkpoints/step-N)")
+    is_checkpoint = (path / WEIGHTS).is_file() or (path / "optimizer.bin").is_file()
+    run_dir = path.parent.parent if is_checkpoint and path.parent.name == "checkpoints" else path
+    config = path / "config.yaml" if (path / "config.yaml").is_file() else run_dir / "config.yaml"
+    if not config.is_file():
+        raise ExportError(f"{path}: no config.yaml here or in {run_dir} (is this a run directory of `rm train`?)")
+    try:
+        cfg = load_config(config)
+    except ConfigError as e:
+        raise ExportError(f"cannot rebuild the model: {e}") from None
+    run_eval = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else None
+    final_step = run_eval.get("train", {}).get("steps") if run_eval else None
+
+    if is_checkpoint:
+        weights, step = path / WEIGHTS, checkpoint_step(path)
+        if not weights.is_file():
+            found = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
+            raise ExportError(
+                f"{path}: no {WEIGHTS} (found: {found}); rm exports safetensors checkpoints only, and a sharded "
+                "(FSDP) state must be consolidated first"
+            )
+    elif (run_dir / "export" / WEIGHTS).is_file():
+        weights, step = run_dir / "export" / WEIGHTS, final_step  # the end-of-run export: the final weights
+    elif (newest := newest_checkpoint(run_dir)) is not None:
+        weights, step = newest / WEIGHTS, checkpoint_step(newest)
+        log.info("export: %s has no export/; using its newest checkpoint, %s", run_dir, newest.name)
+    else:
+        raise ExportError(f"{run_dir}: no weights (no export/{WEIGHTS} and no checkpoints/step-N/{WEIGHTS})")
+    adapter = None
+    if weights.parent.parent.name == "checkpoints":  # the end-of-run export is already merged
+        adapter = next((d for d in (weights.parent, run_dir) if (d / ADAPTER_CONFIG).is_file()), None)
+    return Source(run_dir, cfg, weights, step, final_step, run_eval, adapter)
+
+
+def run_tokenizer(cfg: RunConfig, run_dir: Path) -> PreTrainedTokenizerBase:
+    """The tokenizer the run used: the one it trained (`tokenizer/`), else the named one."""
+    if (run_dir / "tokenizer").is_dir():
+        return load_tokenizer(str(run_dir / "tokenizer"))
+    name = cfg.tokenizer.name_or_path or cfg.model.name_or_path
+    if not name:
+        raise ExportError(f"{run_dir}: the run trained its own tokenizer but {run_dir / 'tokenizer'} is missing")
+    return load_tokenizer(name, cfg.model.trust_remote_code)
+
+
+def _strip(key: str) -> str:
+    for prefix in _WRAPPER_PREFIXES:
+        if key.startswith(prefix):
+            key = key[len(prefix) :]
+    return key
+
+
+def load_weights(model: torch.nn.Module, weights: Path) -> None:
+    """Load a safetensors state into `model`, matching names without wrapper prefixes; all or nothing."""
+    target = {_strip(k): k for k in model.state_dict()}
+    with safe_open(str(weights), framework="pt") as f:
+        saved = {_strip(k): k for k in f.keys()}
+        missing, unexpected = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
+        if missing or unexpected:
+            hint = ""
+            if any("lora_" in k for k in unexpected):
+                hint = f"; LoRA weights need peft's {ADAPTER_CONFIG} in the checkpoint or run directory"
+            raise ExportError(
+                f"{weights} does not fit the model rebuilt from the run's config.yaml: {len(missing)} missing "
+                f"(e.g. {missing[:3]}), {len(unexpected)} unexpected (e.g. {unexpected[:3]}){hint}"
+            )
+        state = {target[k]: f.get_tensor(saved[k]) for k in target}
+    model.load_state_dict(state, strict=True)
+
+
+def load_model(source: Source, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel | torch.nn.Module:
+    """The model behind `source`: a transformers model, or a PeftModel around one for LoRA checkpoints."""
+    hf = build_model(source.cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    model: torch.nn.Module = hf
+    if source.adapter_dir is not None:
+        from peft import PeftConfig, get_peft_model
+
+        model = get_peft_model(hf, PeftConfig.from_pretrained(str(source.adapter_dir)))
+    load_weights(model, source.weights)
+    return model.eval()

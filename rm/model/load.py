@@ -1,0 +1,72 @@
+"""Loading any reward model for scoring and eval: rm's exports, and other sequence-classification models.
+
+Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
+training does; other architectures (BERT, DeBERTa…) pool the sequence themselves (`PooledLogits`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import yaml
+from torch import nn
+from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+
+from rm.data.tokenizer import load_tokenizer
+from rm.errors import ModelError
+from rm.model.build import DTYPES
+from rm.model.reward import RewardModel, score_head
+
+
+class PooledLogits(nn.Module):
+    """Models without a decoder `score` head (BERT, DeBERTa...) pool the sequence themselves; their
+    logits are the reward. Same call as `RewardModel`: (input_ids, attention_mask) -> [rows] fp32."""
+
+    def __init__(self, hf: PreTrainedModel):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0].float()
+
+
+def load_reward_model(
+    name_or_path: str, dtype: str = "float32", trust_remote_code: bool = False, device: str = "cpu"
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+    """(model, tokenizer) for any `AutoModelForSequenceClassification` with num_labels=1, in eval mode.
+
+    Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
+    training does; other architectures use their own pooling through `PooledLogits`. `device="auto"`
+    picks the GPU when there is one.
+    """
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        if config.num_labels != 1:
+            raise ModelError(
+                f"{name_or_path}: has num_labels={config.num_labels}; a reward model has one output (num_labels=1)"
+            )
+        tokenizer = load_tokenizer(name_or_path, trust_remote_code)
+        hf = AutoModelForSequenceClassification.from_pretrained(
+            name_or_path, config=config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError) as e:
+        if isinstance(e, ModelError):
+            raise
+        raise ModelError(f"{name_or_path}: cannot load a sequence-classification model ({e})") from None
+    try:
+        score_head(hf)
+        model: nn.Module = RewardModel(hf)
+    except TypeError:
+        model = PooledLogits(hf)
+    return model.eval().to(device), tokenizer
+
+
+def default_max_length(model_path: str, model: nn.Module) -> int:
+    """The training run's `collator.max_length` when the folder carries rm's config, else the model's limit."""
+    saved = Path(model_path) / "rm_config.yaml"
+    if saved.is_file():
+        return int(yaml.safe_load(saved.read_text())["collator"]["max_length"])
+    return min(getattr(model.hf.config, "max_position_embeddings", None) or 1024, 2048)

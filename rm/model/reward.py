@@ -1,0 +1,110 @@
+"""The reward model: a `transformers` sequence-classification model used the Bradley-Terry way.
+
+Training holds the same `AutoModelForSequenceClassification` object that is exported, so the
+export is the trained weights under the architecture's own names, nothing renamed. The forward
+pass, though, is rm's own: it runs the backbone, picks each row's last attended position from the
+attention mask (transformers' own head searches for `pad_token_id`, which is wrong when pad == eos),
+and applies the score head to those positions only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from rm.model import masks
+
+
+def transformers_model(model: nn.Module) -> PreTrainedModel:
+    """The transformers model inside a peft `PeftModel` (LoRA layers injected in place), or `model` itself."""
+    get_base = getattr(model, "get_base_model", None)  # PeftModel's; transformers models have none
+    return get_base() if callable(get_base) else model
+
+
+def score_head(model: nn.Module) -> nn.Module:
+    """The architecture's own classifier layer (`score` in Llama, Qwen2, Mistral, GPT-NeoX, GPT-2…).
+
+    Under LoRA it is peft's `modules_to_save` wrapper, whose forward uses the trained copy of the layer.
+    """
+    model = transformers_model(model)
+    for name in ("score", "classifier"):
+        head = getattr(model, name, None)
+        if isinstance(getattr(head, "original_module", head), nn.Linear):
+            return head
+    raise TypeError(
+        f"{type(model).__name__} has no linear `score` head; rm reads the reward at the last token, "
+        "which needs a decoder-style sequence-classification model"
+    )
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last attended position of each row: [rows, L] -> [rows]. Works for any padding side."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (attention_mask.bool() * positions).amax(dim=1)
+
+
+class RewardModel(nn.Module):
+    """Wraps the sequence-classification model so accelerate (DDP, FSDP) sees one module whose
+    forward returns the rewards; `.hf` is what gets exported.
+
+    Two batch layouts reach `forward` (see rm/collate/padded.py and rm/collate/pack.py):
+    - padded: `attention_mask` [rows, T]; one reward per row, at its last attended token;
+    - shared: `pair_ids` and `segment_ids` [rows, T] describe the packed pairs, the attention mask
+      is built here on the device, and `reward_index` gives the flat positions to read.
+    """
+
+    def __init__(self, hf: nn.Module):
+        super().__init__()
+        self.hf = hf  # a transformers model, or a peft PeftModel around one (LoRA)
+        score_head(hf)  # fail at construction, not at the first batch, for models without one
+
+    @property
+    def _no_split_modules(self) -> list[str] | None:
+        """FSDP's transformer-based auto-wrap reads this to find the decoder layers to shard."""
+        return transformers_model(self.hf)._no_split_modules
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        pair_ids: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
+        reward_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
+        if pair_ids is not None:
+            attention_mask = self._shared_mask(pair_ids, segment_ids)
+        backbone = transformers_model(self.hf).base_model  # LlamaModel etc.: hidden states, no head
+        out = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        hidden = out.last_hidden_state  # [rows, T, H]
+        if reward_index is None:
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            reward_index = rows * hidden.shape[1] + last_token_index(attention_mask)  # [rows]
+        picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
+        return score_head(self.hf)(picked).squeeze(-1).float()
+
+    def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor):
+        hf = transformers_model(self.hf)
+        impl = hf.config._attn_implementation
+        if impl == "flex_attention":
+            return masks.block_mask(pair_ids, segment_ids)
+        mask = masks.dense_mask(pair_ids, segment_ids)
+        return mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
+
+
+def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(r_chosen, r_rejected), each [pairs], from a batch in either layout."""
+    n = batch["subset_ids"].shape[0]
+    if "pair_ids" in batch:
+        r = model(
+            input_ids=batch["input_ids"],
+            position_ids=batch["position_ids"],
+            pair_ids=batch["pair_ids"],
+            segment_ids=batch["segment_ids"],
+            reward_index=torch.cat([batch["chosen_index"], batch["rejected_index"]]),
+        )  # [2 * pairs]
+    else:
+        r = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # [2 * pairs]
+    return r[:n], r[n:]

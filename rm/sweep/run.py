@@ -1,0 +1,146 @@
+"""`python -m rm sweep SWEEP.yaml`: hyperparameter sweeps on Optuna, from one laptop to many machines.
+
+The study (each trial's parameters, state, reported evals and notes) lives in an Optuna storage: a
+SQLite file in the sweep directory by default, or any database URL that several machines reach
+(`--storage URL --worker` on each); see rm/sweep/study.py for how a stopped sweep continues. Each
+trial is a normal run in <sweep_dir>/trials/NNNN, in this process or launched as a child
+(rm/sweep/trial.py); the results are written after every trial (rm/sweep/report.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import optuna
+
+from rm.errors import TrialCrashed
+from rm.sweep.config import ParamSpec, SweepConfig, direction, objective_name, objective_value
+from rm.sweep.report import write_reports
+from rm.sweep.study import (
+    HOST,
+    RETRY_OF,
+    Sweep,
+    make_sampler,
+    open_storage,
+    open_study,
+    recover,
+    tally,
+    trial_budget,
+    trial_overrides,
+)
+from rm.sweep.trial import run_child, run_command, run_in_process, show
+
+
+def suggest(trial: optuna.Trial, key: str, spec: ParamSpec) -> bool | int | float | str:
+    """The trial's value for one swept key: drawn by the sampler, or the stored one of a rerun."""
+    if spec.values:
+        return trial.suggest_categorical(key, spec.values)
+    if spec.type == "int":
+        return trial.suggest_int(key, int(spec.low), int(spec.high), step=int(spec.step or 1), log=spec.log)
+    return trial.suggest_float(key, spec.low, spec.high, step=spec.step or None, log=spec.log)
+
+
+def in_process(cfg: SweepConfig) -> bool:
+    """Trials run here only one at a time without a launcher: train.main owns the process while it runs."""
+    return cfg.launch == "in-process" or (cfg.launch == "auto" and not cfg.launcher and cfg.parallelism == 1)
+
+
+def make_objective(sweep: Sweep):
+    """Optuna's objective: run the trial as a normal run and return its objective; owner and log first."""
+    cfg, here = sweep.cfg, in_process(sweep.cfg)
+
+    def objective(trial: optuna.Trial) -> float:
+        params = {key: suggest(trial, key, spec) for key, spec in cfg.space.items()}
+        overrides = trial_overrides(sweep, params, trial.number)
+        out = Path(overrides[-1].split("=", 1)[1])
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = run_command(cfg, overrides, child=not here)
+        shown = show(run_command(cfg, overrides, child=False))  # the same run, as a person would rerun it
+        log = out / "sweep_trial.log"
+        attrs = {"host": HOST, "pid": os.getpid(), "output_dir": str(out), "log": str(log), "command": shown}
+        for k, v in attrs.items():
+            trial.set_user_attr(k, v)
+        retry_of = trial.study._storage.get_trial_system_attrs(trial._trial_id).get(RETRY_OF)
+        print(f"trial {trial.number}{f' (rerun of {retry_of})' if retry_of is not None else ''}: {shown}")
+        try:
+            result = (
+                run_in_process(trial, cfg, overrides, log)
+                if here
+                else run_child(trial, cfg, cmd, sweep.storage_url, log)
+            )
+        except TrialCrashed as e:
+            trial.set_user_attr("error", str(e)[:500])
+            raise
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            raise
+        return objective_value(result, cfg)
+
+    return objective
+
+
+def run(sweep: Sweep, worker: bool = False) -> int:
+    study = open_study(sweep, create=not worker)
+    for note in recover(study):
+        print(note)
+    budget, lock = trial_budget(sweep.cfg), threading.Lock()
+
+    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        t = tally(study)
+        if t["ended"] + t["running"] >= budget and not t["waiting"]:
+            study.stop()
+        with lock:
+            write_reports(study, sweep)
+
+    t = tally(study)
+    todo = max(0, budget - t["ended"] - t["running"]) + t["waiting"]
+    print(f"sweep {sweep.name}: {t['ended']} of {budget} trials ended, {todo} to run; study in {sweep.storage_url}")
+    if todo:
+        try:
+            study.optimize(
+                make_objective(sweep),
+                n_jobs=min(sweep.cfg.parallelism, todo),
+                catch=(TrialCrashed,),
+                callbacks=[after_trial],
+            )
+        except KeyboardInterrupt:
+            write_reports(study, sweep)
+            print("\nstopped: rerun the same command to continue (the interrupted trial runs again)")
+            return 130
+    paths = write_reports(study, sweep)
+    print("\n" + paths["md"].read_text())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def dry_run(sweep: Sweep) -> int:
+    """Print the commands of the trials a new sweep would run; nothing is written or started."""
+    cfg = sweep.cfg
+    budget = trial_budget(cfg)
+    mode = "in this process" if in_process(cfg) else f"{cfg.parallelism} at a time, each in a child process"
+    print(f"sweep {sweep.name}: {cfg.sampler} sampler, {budget} trials, {mode}")
+    print(f"objective: {direction(cfg)} {objective_name(cfg)}; study in {sweep.storage_url}")
+    db = sweep.dir / "study.db"
+    if not cfg.storage and db.is_file():
+        t = tally(optuna.load_study(study_name=sweep.name, storage=open_storage(sweep.storage_url, heartbeat=False)))
+        print(
+            f"{db} exists: {t['ended']} trials ended, {t['running']} running; a run continues it (below: a new sweep)"
+        )
+    if cfg.sampler == "tpe":
+        print("tpe: later draws depend on the results; these are the first draws")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=make_sampler(cfg, cfg.seed), direction=direction(cfg))  # in memory
+    for number in range(budget):
+        trial = study.ask()
+        params = {key: suggest(trial, key, spec) for key, spec in cfg.space.items()}
+        print(show(run_command(cfg, trial_overrides(sweep, params, number), child=False)))
+    return 0
+
+
+def report_only(sweep: Sweep) -> int:
+    """Write the results table, best.yaml and plot of an existing study, and print the table."""
+    paths = write_reports(open_study(sweep, create=False, read_only=True), sweep)
+    print("\n" + paths["md"].read_text())
+    return 0

@@ -1,0 +1,1 @@
+"""One training run: set-up (`run`), the loop (`loop`), checkpoints, faults and where it runs (`launch`)."""

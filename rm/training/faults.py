@@ -1,0 +1,131 @@
+"""What a long run meets and must survive or explain: pre-emption (SIGTERM), non-finite losses, out of memory.
+
+- SIGTERM (a cluster pre-empting the job) only sets a flag; the loop sees it at the next optimizer
+  step boundary, saves a checkpoint and returns, so nothing is lost and nothing is left half-written.
+- A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
+  `train.max_nonfinite` in a row stop the run with the step and the likely cause.
+- An out-of-memory error is re-raised naming the settings that lower memory, with their current values.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from rm.config import RunConfig
+from rm.errors import TrainingError
+
+log = logging.getLogger("rm")
+
+
+class Preemption:
+    """While active, SIGTERM sets `requested` instead of killing the process.
+
+    The handler does nothing else (no logging: it may interrupt code that holds the logging lock).
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> Preemption:
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def skip_nonfinite(n_bad: int, step: int, state, cfg: RunConfig, lr: float, model: torch.nn.Module) -> bool:
+    """Count optimizer step `step` as skipped when `n_bad` micro-batches (over all processes) had a
+    non-finite loss; raise once `train.max_nonfinite` steps in a row were. `state` holds the counts."""
+    if n_bad == 0:
+        state.nonfinite_streak = 0
+        return False
+    state.nonfinite_skipped += 1
+    state.nonfinite_streak += 1
+    log.warning(
+        "step %d: non-finite loss in %d micro-batch(es); optimizer step skipped (%d in a row, %d in this run)",
+        step,
+        n_bad,
+        state.nonfinite_streak,
+        state.nonfinite_skipped,
+    )
+    if state.nonfinite_streak >= cfg.train.max_nonfinite:
+        first = step - state.nonfinite_streak + 1
+        raise TrainingError(
+            f"stopping at step {step}: the loss was non-finite at {state.nonfinite_streak} optimizer steps in a row "
+            f"(steps {first}-{step}, train.max_nonfinite={cfg.train.max_nonfinite}). "
+            f"Likely cause: {likely_cause(cfg, first, lr, model)}"
+        )
+    return True
+
+
+def likely_cause(cfg: RunConfig, first_bad_step: int, lr: float, model: torch.nn.Module) -> str:
+    t = cfg.train
+    fp16 = t.mixed_precision == "fp16" or cfg.model.dtype == "float16"
+    broken = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    weights = f"; {len(broken)} parameter tensors are non-finite themselves (e.g. {broken[0]})" if broken else ""
+    if fp16:
+        return (
+            "float16 overflow (train.mixed_precision=fp16 or model.dtype=float16): use bf16 "
+            f"(train.mixed_precision=bf16) or float32{weights}"
+        )
+    if first_bad_step == 1:
+        return (
+            "the loss was non-finite before any update, so it is the data or the model, not the learning rate: "
+            f"check the pairs (python -m rm data inspect) and model.dtype={cfg.model.dtype}{weights}"
+        )
+    return (
+        f"divergence: the learning rate is too high for this model (train.lr={t.lr:g}, {lr:.3g} at step "
+        f"{first_bad_step}): lower train.lr, raise train.warmup_ratio (now {t.warmup_ratio:g}) or keep "
+        f"train.max_grad_norm > 0 (now {t.max_grad_norm:g}){weights}"
+    )
+
+
+def oom_advice(cfg: RunConfig, phase: str, step: int | None = None) -> str:
+    """What to lower, with current values, for an out-of-memory error in `phase` (model, training, evaluation)."""
+    c, t, m = cfg.collator, cfg.train, cfg.model
+    where = f"out of memory while {phase}" + (f" (optimizer step {step})" if step is not None else "")
+    if phase == "evaluation":
+        knobs = [
+            f"train.eval_batch_size (now {t.eval_batch_size})",
+            f"collator.eval_max_tokens (now {c.eval_max_tokens or 'off'})",
+            f"collator.max_length (now {c.max_length})",
+        ]
+    else:
+        knobs = [
+            f"train.batch_size (now {t.batch_size}; raise train.grad_accum, now {t.grad_accum}, to keep the "
+            "global batch)",
+            f"collator.max_tokens (now {c.max_tokens or 'off: fixed-size batches'})",
+            f"collator.max_length (now {c.max_length})",
+        ]
+        if not m.gradient_checkpointing:
+            knobs.append("or turn on model.gradient_checkpointing=true")
+    if phase == "loading the model" or not m.lora.r:
+        knobs.append(f"or train LoRA adapters (model.lora.r=16{', model.lora.qlora=true' if m.name_or_path else ''})")
+    if m.dtype == "float32":
+        knobs.append("or load in bf16 (model.dtype=bfloat16)")
+    knobs.append("or shard the model over GPUs (configs/accelerate/fsdp.yaml, deepspeed-zero3.yaml)")
+    return f"{where}: lower " + ", ".join(knobs)
+
+
+@contextmanager
+def explain_oom(cfg: RunConfig, phase: str, state=None) -> Iterator[None]:
+    """Turn an out-of-memory error into a TrainingError naming the settings to lower."""
+    try:
+        yield
+    except torch.OutOfMemoryError as e:
+        step = state.step + 1 if state is not None else None
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TrainingError(f"{oom_advice(cfg, phase, step)}\n({first_line})") from e

@@ -1,0 +1,193 @@
+"""The training loop: optimizer steps from where the run stands to `max_steps`, logging, evaluating and saving.
+
+Metrics stay on the device and are reduced across processes once per `train.log_steps` optimizer
+steps; the loop's one host sync per optimizer step is the check for a non-finite loss or a SIGTERM
+on any process (rm/training/faults.py). Checkpoints and resuming: rm/training/checkpoint.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from rm.collate.planner import PairBatches
+from rm.config import RunConfig
+from rm.evaluation.gather import evaluate
+from rm.model.loss import bradley_terry_loss
+from rm.model.reward import pair_rewards
+from rm.training import checkpoint
+from rm.training.checkpoint import TrainState
+from rm.training.faults import Preemption, explain_oom, skip_nonfinite
+
+log = logging.getLogger("rm")
+
+
+@dataclass
+class Hooks:
+    """Callbacks into the loop, for tools built on top of a run (benchmarks, sweeps)."""
+
+    on_batch: Callable[[dict, torch.Tensor], None] | None = None
+    """Called after every micro-batch's backward pass with the batch and its loss."""
+    on_eval: Callable[[int, dict], None] | None = None
+    """Called on every process after each periodic eval with (step, result); may raise to stop the run."""
+
+
+@dataclass
+class Run:
+    """Everything the loop works on, as `rm.training.run` set it up (model, optimizer and loaders prepared)."""
+
+    cfg: RunConfig
+    accelerator: Accelerator
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    train_loader: DataLoader
+    train_batches: PairBatches
+    eval_loader: DataLoader
+    subsets: list[str]
+    state: TrainState
+    max_steps: int
+
+
+class Meter:
+    """Loss, train accuracy and finite micro-batches summed on the device since the last log line,
+    and the micro-batches of the current optimizer step whose loss was not finite."""
+
+    def __init__(self, device: torch.device, pending: list[float] | None):
+        self.sums = torch.zeros(3, device=device)
+        if pending is not None:  # a resumed run's sums were saved already reduced over processes
+            self.sums += torch.tensor(pending, device=device)
+        self.bad = torch.zeros((), device=device)
+
+    def add(self, loss: torch.Tensor, chosen: torch.Tensor, rejected: torch.Tensor) -> None:
+        ok = torch.isfinite(loss.detach())
+        self.bad += ~ok
+        accuracy = (chosen > rejected).float().mean().detach()
+        self.sums += ok * torch.stack([loss.detach().nan_to_num(), accuracy, torch.ones_like(accuracy)])
+
+
+def fit(run: Run, hooks: Hooks | None = None) -> bool:
+    """Optimizer steps from `run.state` up to `run.max_steps`; True when a SIGTERM stopped it (checkpoint saved).
+
+    `run.state` is updated in place.
+    """
+    hooks = hooks or Hooks()
+    accelerator, state = run.accelerator, run.state
+    meter = Meter(accelerator.device, state.pending if accelerator.is_main_process else None)
+    bar = progress_bar(run)
+    run.model.train()
+    with Preemption() as preemption:
+        while state.step < run.max_steps:
+            for batch in epoch_batches(run):
+                with accelerator.accumulate(run.model):
+                    chosen, rejected = pair_rewards(run.model, batch)
+                    margin = batch["margin"] if run.cfg.loss.use_margin else None
+                    loss = bradley_terry_loss(chosen, rejected, margin, run.cfg.loss.center_rewards_coef)
+                    accelerator.backward(loss)
+                    meter.add(loss, chosen, rejected)
+                    stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else False
+                if hooks.on_batch is not None:
+                    hooks.on_batch(batch, loss)
+                state.batches_in_epoch += 1
+                if not accelerator.sync_gradients:
+                    continue
+                state.step += 1
+                run.scheduler.step()
+                bar.update(1)
+                after_step(run, meter, bar, hooks, stop)
+                if stop:
+                    bar.close()
+                    log.warning("SIGTERM: stopped after step %d with a checkpoint", state.step)
+                    return True
+                if state.step >= run.max_steps:
+                    break
+            else:  # the epoch's batches are all consumed
+                state.epoch += 1
+                state.batches_in_epoch = 0
+    bar.close()
+    return False
+
+
+def progress_bar(run: Run) -> tqdm:
+    # Redraw at most every 10 s when stderr is a log file rather than a terminal.
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    return tqdm(
+        total=run.max_steps,
+        initial=run.state.step,
+        desc="train",
+        disable=not run.accelerator.is_main_process,
+        dynamic_ncols=True,
+        mininterval=interval,
+    )
+
+
+def epoch_batches(run: Run) -> Iterable[dict]:
+    """The current epoch's micro-batches, without those a resumed run's checkpoint had consumed."""
+    run.train_loader.set_epoch(run.state.epoch)  # the prepared loader passes the epoch on to PairBatches...
+    run.train_batches.set_epoch(run.state.epoch)  # ...except under DDP, where a sharding sampler wraps it
+    skip = run.state.batches_in_epoch  # same plan (same seed and epoch): skip what was done
+    return run.accelerator.skip_first_batches(run.train_loader, skip) if skip else run.train_loader
+
+
+def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:
+    """At the last micro-batch of a step: skip the update if any process saw a non-finite loss, else clip
+    and step; returns whether any process was asked to stop (SIGTERM). The one host sync per step."""
+    accelerator, cfg = run.accelerator, run.cfg
+    flags = accelerator.reduce(torch.stack([meter.bad, meter.bad.new_tensor(preemption.requested)]), "sum")
+    n_bad, stop = flags.tolist()
+    lr = run.scheduler.get_last_lr()[0]
+    if not skip_nonfinite(int(n_bad), run.state.step + 1, run.state, cfg, lr, run.model):
+        if cfg.train.max_grad_norm > 0:
+            accelerator.clip_grad_norm_(run.model.parameters(), cfg.train.max_grad_norm)
+        run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    meter.bad.zero_()
+    return bool(stop)
+
+
+def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> None:
+    """What follows an optimizer step when its turn comes: the log line, a periodic eval, a checkpoint."""
+    cfg, state, accelerator = run.cfg, run.state, run.accelerator
+    if state.step % cfg.train.log_steps == 0 or state.step == run.max_steps:
+        total = accelerator.reduce(meter.sums, "sum")
+        row = {"step": state.step, "loss": (total[0] / total[2]).item()}
+        row |= {"train_accuracy": (total[1] / total[2]).item(), "lr": run.scheduler.get_last_lr()[0]}
+        state.history.append(row)
+        accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=state.step)
+        bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
+        meter.sums.zero_()
+    evaluating = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0
+    if evaluating and state.step < run.max_steps and not stop:
+        with explain_oom(cfg, "evaluation"):
+            periodic = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
+        log_eval(accelerator, periodic, state.step)
+        if hooks.on_eval is not None:
+            hooks.on_eval(state.step, periodic)
+    if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
+        state.pending = accelerator.reduce(meter.sums, "sum").tolist()
+        state.scheduler = run.scheduler.state_dict()
+        checkpoint.save(accelerator, cfg, state, run.model)
+
+
+def log_eval(accelerator: Accelerator, result: dict, step: int) -> None:
+    """An eval result to the trackers and, on the main process, one log line."""
+    metrics = {"eval/accuracy": result["overall"]["accuracy"], "eval/ece": result["overall"]["ece"]}
+    metrics |= {f"eval/ece/{name}": m["ece"] for name, m in result["subsets"].items()}
+    metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
+    accelerator.log(metrics, step=step)
+    if accelerator.is_main_process:
+        log.info(
+            "step %d eval accuracy %.4f (ECE %.4f) %s",
+            step,
+            metrics["eval/accuracy"],
+            metrics["eval/ece"],
+            {k: round(m["accuracy"], 4) for k, m in result["subsets"].items()},
+        )

@@ -1,0 +1,252 @@
+"""One training run, top to bottom: accelerator, data and tokenizer, model, optimizer, loop, eval and export.
+
+Launch with `python -m rm train CONFIG [key=value ...]` or `accelerate launch -m rm train CONFIG`
+(launcher configs in configs/accelerate/). `main` is the run in reading order, one named step each;
+the loop itself is `rm.training.loop.fit`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from transformers import PreTrainedTokenizerBase, get_scheduler
+
+from rm.collate.pack import SharedCollator
+from rm.collate.padded import PaddedCollator
+from rm.collate.planner import PairBatches
+from rm.config import RunConfig, save_config, to_dict
+from rm.data.encode import EncodedPair, encode_splits
+from rm.data.load import LoadedData, load_data, subset_counts
+from rm.data.tokenizer import load_tokenizer, train_bpe
+from rm.errors import DataError
+from rm.evaluation.gather import evaluate, format_table, shut_down
+from rm.export.folder import ExportOptions, RunData, Weights, export_model
+from rm.model.build import build_model
+from rm.model.lora import add_lora, load_4bit, require_qlora
+from rm.model.probe import choose_layout
+from rm.model.reward import RewardModel, transformers_model
+from rm.training import checkpoint
+from rm.training.checkpoint import TrainState
+from rm.training.faults import explain_oom
+from rm.training.launch import exportable, make_accelerator
+from rm.training.loop import Hooks, Run, fit, log_eval
+
+log = logging.getLogger("rm")
+
+SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
+
+
+@dataclass
+class Encoded:
+    """The run's data, tokenized: what the model set-up and the loaders need."""
+
+    loaded: LoadedData
+    tokenizer: PreTrainedTokenizerBase
+    train: list[EncodedPair]
+    eval: list[EncodedPair]
+    subsets: list[str]
+
+
+def main(
+    cfg: RunConfig,
+    on_batch: Callable[[dict, torch.Tensor], None] | None = None,
+    on_eval: Callable[[int, dict], None] | None = None,
+) -> dict:
+    """Train, evaluate and export one run; return the final eval result (as written to eval.json).
+
+    `on_batch(batch, loss)` is called after every micro-batch's backward pass: the benchmarks use it
+    to count pairs and tokens without a second copy of the loop. `on_eval(step, result)` is called on
+    every process after each periodic eval (`train.eval_steps`); a sweep reports it to its study and
+    stops a weak trial by raising from it (rm/sweep/trial.py).
+    """
+    started = time.perf_counter()
+    accelerator, resume_from = start(cfg)
+    data = load_and_encode(cfg, accelerator)
+    with explain_oom(cfg, "loading the model"):
+        model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
+    run = prepare(cfg, accelerator, data, model, layout, resume_from)
+    with explain_oom(cfg, "training", run.state):
+        interrupted = fit(run, Hooks(on_batch, on_eval))
+    info = train_info(run, resume_from, started)
+    if accelerator.is_main_process:
+        (Path(cfg.output_dir) / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
+    result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
+    del model, run  # the DDP wrapper must go before the process group (see shut_down)
+    shut_down(accelerator)
+    return result
+
+
+def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
+    """The accelerator, the checkpoint to resume from (checked before any data is loaded), seed, run directory."""
+    accelerator = make_accelerator(cfg)
+    resume_from = checkpoint.resume_point(cfg)
+    if cfg.model.lora.qlora:
+        require_qlora(cfg.model)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
+    set_seed(cfg.train.seed)
+    if accelerator.is_main_process:
+        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+        save_config(cfg, Path(cfg.output_dir) / "config.yaml")
+    logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
+    return accelerator, resume_from
+
+
+def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
+    """Pairs loaded (generated data written by the main process first), the tokenizer, both splits encoded."""
+    out = Path(cfg.output_dir)
+    # A named tokenizer comes first: its chat template (if any) renders message-list data.
+    named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
+    chat_tokenizer = load_tokenizer(named, cfg.model.trust_remote_code) if named else None
+    with accelerator.main_process_first():
+        loaded = load_data(cfg.data, out, chat_tokenizer)
+    subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
+    log.info("data: %d train pairs %s, %d eval pairs", len(loaded.train), subset_counts(loaded.train), len(loaded.eval))
+    tokenizer = chat_tokenizer or trained_tokenizer(cfg, loaded, accelerator)
+    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets)
+    for line in loaded.report.describe():
+        (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
+    if accelerator.is_main_process:
+        loaded.report.write(out)  # data_report.json and skipped.jsonl
+    if not train_set:
+        raise DataError(f"no training pairs left after encoding (collator.max_length={cfg.collator.max_length})")
+    return Encoded(loaded, tokenizer, train_set, eval_set, subsets)
+
+
+def trained_tokenizer(cfg: RunConfig, loaded: LoadedData, accelerator: Accelerator) -> PreTrainedTokenizerBase:
+    """A BPE trained on the training texts (once, on the main process) for a random-init model."""
+    folder = Path(cfg.output_dir) / "tokenizer"
+    with accelerator.main_process_first():
+        if accelerator.is_main_process:
+            texts = [t for p in loaded.train for t in (p.prompt, p.chosen, p.rejected)]
+            train_bpe(texts, cfg.tokenizer.vocab_size).save_pretrained(folder)
+        return load_tokenizer(str(folder))
+
+
+def build_reward_model(
+    cfg: RunConfig, accelerator: Accelerator, tokenizer: PreTrainedTokenizerBase
+) -> tuple[RewardModel, str, Callable[[], RewardModel]]:
+    """The reward model on this process's device, the batch layout it gets, and how to build a fresh copy."""
+
+    def new_model(quantized: bool = False) -> RewardModel:
+        if quantized:
+            hf = load_4bit(cfg.model, len(tokenizer), tokenizer.pad_token_id, accelerator.local_process_index)
+        else:
+            hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
+
+    model = new_model(quantized=cfg.model.lora.qlora)
+    n_params = sum(p.numel() for p in model.parameters())
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    name = type(transformers_model(model.hf)).__name__
+    log.info("model: %s, %.2fM parameters, %.2fM trained", name, n_params / 1e6, n_train / 1e6)
+    layout, why = choose_layout(model.to(accelerator.device), cfg.collator.layout, tokenizer.pad_token_id)
+    log.info("layout: %s (%s)", layout, why)
+    return model, layout, new_model
+
+
+def prepare(
+    cfg: RunConfig, accelerator: Accelerator, data: Encoded, model: RewardModel, layout: str, resume_from: Path | None
+) -> Run:
+    """Loaders, optimizer and schedule, all through `accelerator.prepare`; the run's state, restored if resuming."""
+    c, t = cfg.collator, cfg.train
+    pad = data.tokenizer.pad_token_id
+    collate = SharedCollator(pad, c.pack_length) if layout == "shared" else PaddedCollator(pad)
+    train_batches = PairBatches(
+        data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length
+    )
+    eval_batches = PairBatches(
+        data.eval, layout, t.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length
+    )
+    train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
+    eval_loader = DataLoader(data.eval, batch_sampler=eval_batches, collate_fn=collate)
+    optimizer = torch.optim.AdamW(param_groups(model, t.weight_decay), lr=t.lr)
+    model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
+    steps_per_epoch = math.ceil(len(train_loader) / t.grad_accum)
+    max_steps = t.max_steps or max(1, math.ceil(t.epochs * steps_per_epoch))
+    # Stepped by hand once per optimizer step (not prepared: accelerate would step it per process).
+    warmup = round(t.warmup_ratio * max_steps)
+    scheduler = get_scheduler(SCHEDULERS[t.scheduler], optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+    if t.report_to:
+        accelerator.init_trackers("rm", config=flat(to_dict(cfg)))
+    state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
+    return Run(
+        cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, data.subsets, state,
+        max_steps,
+    )  # fmt: skip
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices only: decaying norms' gains and biases pulls them to zero for no benefit."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+
+
+def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
+    """The "train" entry of eval.json: how far the run got and how long it took."""
+    state = run.state
+    return {
+        "steps": state.step,
+        "epochs": round(state.epoch + state.batches_in_epoch / len(run.train_loader), 3),
+        "seconds": round(time.perf_counter() - started, 1),
+        "nonfinite_skipped": state.nonfinite_skipped,
+        "resumed_from": str(resume_from) if resume_from else None,
+        "processes": run.accelerator.num_processes,
+    }
+
+
+def stopped(run: Run, info: dict) -> dict:
+    """After a SIGTERM: the checkpoint is saved; a final eval and export could outlast the grace period."""
+    if run.accelerator.is_main_process:
+        out = run.cfg.output_dir
+        print(f"\nstopped by SIGTERM after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
+        print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
+    return {"interrupted": True, "train": info}
+
+
+def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: dict) -> dict:
+    """The final eval on every process; eval.json, the export and the summary table from the main process."""
+    cfg, accelerator, out = run.cfg, run.accelerator, Path(run.cfg.output_dir)
+    with explain_oom(cfg, "evaluation"):
+        result = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
+    log_eval(accelerator, result, run.state.step)
+    result["train"] = info
+    accelerator.wait_for_everyone()
+    trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
+    if accelerator.is_main_process:
+        (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        if cfg.export.enabled and cfg.model.lora.qlora:
+            log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
+        elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights
+            weights = Weights(run.state.step, run.state.step, result)
+            run_data = RunData(data.subsets, data.train, data.eval)
+            options = ExportOptions(normalize=cfg.export.normalize, overwrite=True)
+            export_model(trained, data.tokenizer, out / "export", cfg, weights, run_data, options)
+        print(f"\nheld-out accuracy after {run.state.step} steps ({info['seconds']} s):")
+        print(format_table(result))
+        print(f"run directory: {out}")
+    return result
+
+
+def flat(d: dict, prefix: str = "") -> dict:
+    """Trackers want flat scalars: {"train": {"lr": 1}} -> {"train.lr": 1}; lists become strings."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= flat(v, f"{prefix}{k}.")
+        else:
+            out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    return out

@@ -1,0 +1,78 @@
+"""Two CPU processes under `accelerate launch`: every eval pair is gathered exactly once, also when the
+eval set (61 pairs) divides evenly neither into batches nor across the processes.
+
+`accelerate launch --cpu --num_processes 2` starts ONE process (accelerate 1.x only fans out on CPU
+through mpirun), so the launch here is `--multi_gpu` (torchrun) with ACCELERATE_USE_CPU=1, which gives
+two gloo processes; the tests check that two processes really ran.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import QUICKSTART, REPO, TINY
+from rm.data.load import load_pairs, subset_counts
+from rm.evaluation.report import evaluate_model as eval_main
+
+ACCELERATE = str(Path(sys.executable).parent / "accelerate")
+
+
+def free_port() -> int:
+    """A port nobody listens on, so concurrent test runs do not collide on torchrun's default 29500."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(*args: str) -> subprocess.CompletedProcess:
+    cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    env = os.environ | {"ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd + ["-m", "rm", *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_two_processes_count_every_eval_pair_once(tmp_path):
+    out = tmp_path / "run"
+    # eval_batch_size 16: batches of 16, 16, 16, 13 -> two per process, the last one padded by accelerate.
+    launch("train", str(QUICKSTART), *TINY, "train.max_steps=4", "train.eval_steps=2", "train.save_steps=0",
+           f"output_dir={out}")  # fmt: skip
+    held = load_pairs(str(out / "data"), "test", [])
+    saved = json.loads((out / "eval.json").read_text())
+    assert saved["train"]["processes"] == 2
+    assert saved["overall"]["n"] == len(held) == 61
+    assert {name: m["n"] for name, m in saved["subsets"].items()} == subset_counts(held)
+
+    # Per-subset accuracy and ECE reach the tracker at every eval (step 2, and the final one at 4).
+    events = EventAccumulator(str(next(out.rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for name in subset_counts(held):
+        for metric in ("accuracy", "ece"):
+            assert [e.step for e in events.Scalars(f"eval/{metric}/{name}")] == [2, 4], (metric, name)
+    assert {"eval/accuracy", "eval/ece"} <= tags
+    assert events.Scalars("eval/ece")[-1].value == pytest.approx(saved["overall"]["ece"], rel=1e-5)
+
+    # `rm eval` on the export: two processes gather the same rewards, in the same order, as one.
+    # Batches of 8: 7 full ones and one of 5, so the processes get 4 batches each and the last is padded.
+    launch("eval", "--model", str(out / "export"), "--data", str(out / "data"), "--out", str(tmp_path / "two"),
+           "--batch-size", "8")  # fmt: skip
+    eval_main(str(out / "export"), str(out / "data"), tmp_path / "one", batch_size=8)
+    rows = {}
+    for name in ("one", "two"):
+        rows[name] = [json.loads(line) for line in (tmp_path / name / "rewards.jsonl").read_text().splitlines()]
+    assert [r["origin"] for r in rows["two"]] == [r["origin"] for r in rows["one"]] == [p.origin for p in held]
+    for key in ("chosen_reward", "rejected_reward"):
+        assert np.allclose([r[key] for r in rows["two"]], [r[key] for r in rows["one"]], atol=1e-5)
+    two = json.loads((tmp_path / "two" / "eval.json").read_text())
+    assert two["eval"]["processes"] == 2 and two["overall"]["n"] == 61
+    assert two["overall"]["accuracy"] == pytest.approx(saved["overall"]["accuracy"])

@@ -1,0 +1,155 @@
+"""Scoring: streamed in windows, in input order, and equal to plain transformers on each whole text."""
+
+import functools
+import gzip
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from rm.cli import main as cli_main
+from rm.collate.scoring import PaddedLayout, ScoreSeq
+from rm.errors import DataError, ModelError
+from rm.evaluation.score import score_file
+from rm.model.load import load_reward_model
+
+CONVO = "\n\nHuman: What is 2 plus {a}?\n\nAssistant: It is {b}."
+RECORDS = [
+    {"transcript": CONVO.format(a=1, b=3) + "\n\nHuman: Sure?\n\nAssistant: Yes, quite sure.", "rating": 2},
+    {"text": CONVO.format(a=5, b=7)},
+    {"prompt": "\n\nHuman: Say hi.\n\nAssistant:", "response": " Hi there!"},
+    {"chosen": CONVO.format(a=2, b=4), "rejected": CONVO.format(a=2, b=5), "id": "pair"},
+    {"transcript": "no tags at all, just a text"},
+] + [{"transcript": CONVO.format(a=i, b=i + 2)} for i in range(7)]
+
+
+@functools.cache
+def plain(export):
+    return AutoTokenizer.from_pretrained(export), AutoModelForSequenceClassification.from_pretrained(export).eval()
+
+
+def plain_reward(export, text: str) -> float:
+    """The reference: plain transformers on one unpadded text (its own pooling at the last token)."""
+    tok, model = plain(export)
+    with torch.no_grad():
+        return model(**tok(text, return_tensors="pt")).logits[0, 0].item()
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_scores_match_plain_transformers_in_input_order(exported_tiny, tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS)
+    model, tok = load_reward_model(str(exported_tiny))
+    # window 3 and batch 2: four windows, the last one short, batches re-sorted by length inside each.
+    counts = score_file(model, tok, src, tmp_path / "out.jsonl.gz", batch_size=2, window=3, progress=False)
+    assert counts == {"records": len(RECORDS), "texts": len(RECORDS) + 1, "records_truncated": 0}
+
+    out = [json.loads(line) for line in gzip.open(tmp_path / "out.jsonl.gz", "rt")]
+    assert len(out) == len(RECORDS)
+    for rec, got in zip(RECORDS, out, strict=True):
+        assert {k: got[k] for k in rec} == rec  # every input field kept, in order
+        if "chosen" in rec:
+            assert got["chosen_reward"] == pytest.approx(plain_reward(exported_tiny, rec["chosen"]), abs=1e-5)
+            assert got["rejected_reward"] == pytest.approx(plain_reward(exported_tiny, rec["rejected"]), abs=1e-5)
+        else:
+            text = rec.get("transcript") or rec.get("text") or rec["prompt"] + rec["response"]
+            assert got["reward"] == pytest.approx(plain_reward(exported_tiny, text), abs=1e-5)
+
+
+def test_a_file_holding_one_json_array_is_read_too(exported_tiny, tmp_path):
+    """Same records as a JSON array in a .jsonl.gz file: the same rewards as from JSON lines."""
+    with gzip.open(tmp_path / "arr.jsonl.gz", "wt") as f:
+        json.dump(RECORDS[:4], f, indent=1)
+    model, tok = load_reward_model(str(exported_tiny))
+    score_file(model, tok, tmp_path / "arr.jsonl.gz", tmp_path / "a.jsonl", progress=False)
+    score_file(model, tok, write_jsonl(tmp_path / "l.jsonl", RECORDS[:4]), tmp_path / "l_out.jsonl", progress=False)
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "l_out.jsonl").read_text()
+    (tmp_path / "bad.json").write_text('[{"text": "a"},\n {"text": }]')
+    with pytest.raises(DataError, match=r"bad\.json:2: malformed JSON"):
+        score_file(model, tok, tmp_path / "bad.json", tmp_path / "b.jsonl", progress=False)
+
+
+def test_too_long_texts_keep_their_end_and_are_flagged(exported_tiny, tmp_path):
+    long = CONVO.format(a=1, b=3) * 6
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": long}, {"text": "\n\nHuman: hi\n\nAssistant: hello"}])
+    model, tok = load_reward_model(str(exported_tiny))
+    counts = score_file(model, tok, src, tmp_path / "out.jsonl", max_length=20, progress=False)
+    assert counts["records_truncated"] == 1
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert out[0]["truncated"] is True and "truncated" not in out[1]
+    ids = tok(long)["input_ids"][-20:]  # the reference: the newest 20 tokens, scored by plain transformers
+    _, hf = plain(exported_tiny)
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor([ids])).logits[0, 0].item()
+    assert out[0]["reward"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_padded_layout_tensors_and_a_swapped_layout_is_used(exported_tiny, tmp_path):
+    batch = PaddedLayout(0).collate([ScoreSeq([5, 6], [8]), ScoreSeq([7], [9, 10, 11])])
+    assert batch["input_ids"].tolist() == [[5, 6, 8, 0], [7, 9, 10, 11]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+
+    class Shifted(PaddedLayout):
+        """A stand-in for another layout: score_file must take its rewards, not its own."""
+
+        def rewards(self, model, batch):
+            return super().rewards(model, batch) + 100.0
+
+    model, tok = load_reward_model(str(exported_tiny))
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS[:3])
+    score_file(model, tok, src, tmp_path / "a.jsonl", progress=False)
+    score_file(model, tok, src, tmp_path / "b.jsonl", layout=Shifted(tok.pad_token_id), progress=False)
+    a = [json.loads(line)["reward"] for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    b = [json.loads(line)["reward"] for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert b == pytest.approx([x + 100.0 for x in a])
+
+
+def test_records_are_written_before_later_ones_are_read(exported_tiny, tmp_path):
+    """Streaming: with a window of 2, the four records before a broken line 5 are already scored and
+    written when line 5 is reached (nothing reads the whole file first)."""
+    lines = [json.dumps(r) for r in RECORDS[:4]] + ['{"text": ', json.dumps(RECORDS[5])]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    model, tok = load_reward_model(str(exported_tiny))
+    with pytest.raises(DataError, match=r"in\.jsonl:5: malformed JSON"):
+        score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", window=2, progress=False)
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 4
+
+
+def test_bad_records_name_file_line_and_field(exported_tiny, tmp_path):
+    model, tok = load_reward_model(str(exported_tiny))
+    cases = [
+        ('{"text": "ok"}\n{"text": 3}\n', r"in\.jsonl:2: field 'text' must be a string"),
+        ('{"text": "ok"}\n\n{"foo": "x"}\n', r"in\.jsonl:3: no text to score"),
+        ('{"text": "ok"}\n{"text": \n', r"in\.jsonl:2: malformed JSON"),
+    ]
+    for text, pattern in cases:
+        (tmp_path / "in.jsonl").write_text(text)
+        with pytest.raises(DataError, match=pattern):
+            score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)
+
+
+def test_a_classifier_with_two_labels_is_refused(tokenizer, tmp_path):
+    from conftest import tiny_model
+
+    hf = tiny_model(tokenizer)
+    hf.config.num_labels = 2
+    hf.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(ModelError, match="num_labels=2"):
+        load_reward_model(str(tmp_path))
+    with pytest.raises(ModelError, match="cannot load"):
+        load_reward_model(str(tmp_path / "missing"))
+
+
+def test_score_cli(exported_tiny, tmp_path, capsys):
+    src = write_jsonl(tmp_path / "attempts.jsonl", RECORDS[:4])
+    args = ["score", "--model", str(exported_tiny), "--input"]
+    assert cli_main(args + [str(src)]) == 0
+    assert "scored 5 texts in 4 records" in capsys.readouterr().out
+    assert len((tmp_path / "attempts.scored.jsonl").read_text().splitlines()) == 4
+    assert cli_main(args + [str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: cannot read" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""The model card: Hub metadata the Hub's own parser reads, an eval table with the eval.json numbers,
+and a usage snippet that is taken out of the card and run."""
+
+import re
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+
+from conftest import tiny_model
+from rm.config import RunConfig, load_config
+from rm.data.encode import encode_pairs
+from rm.data.load import load_pairs
+from rm.export.card import CardFacts, is_hub_id, render_card
+from rm.export.folder import ExportOptions, RunData, Weights, export_model
+from rm.model.reward import RewardModel
+
+EVAL = {
+    "overall": {"accuracy": 0.75, "n": 4, "mean_margin": 0.5, "mean_chosen_reward": 1.0, "mean_rejected_reward": 0.5},
+    "subsets": {
+        "harmless": {
+            "accuracy": 1.0,
+            "n": 3,
+            "mean_margin": 0.8,
+            "mean_chosen_reward": 1.2,
+            "mean_rejected_reward": 0.4,
+        },
+        "helpful": {
+            "accuracy": 0.0,
+            "n": 1,
+            "mean_margin": -0.4,
+            "mean_chosen_reward": 0.4,
+            "mean_rejected_reward": 0.8,
+        },
+    },
+}
+
+
+def facts(**kw) -> CardFacts:
+    return CardFacts(**({"architecture": "LlamaForSequenceClassification", "n_parameters": 10**6} | kw))
+
+
+def front_matter(card: str) -> dict:
+    match = re.match(r"---\n(.*?)\n---\n", card, re.S)
+    assert match, card[:200]
+    return yaml.safe_load(match.group(1))
+
+
+def snippet(card: str) -> str:
+    (code,) = re.findall(r"```python\n(.*?)```", card, re.S)
+    return code
+
+
+def test_hub_metadata_names_the_base_model_and_datasets_only_when_they_are_on_the_hub(tmp_path):
+    hub = load_config(overrides=["model.name_or_path=EleutherAI/pythia-410m", "data.source=Anthropic/hh-rlhf"])
+    meta = front_matter(render_card(hub, facts(step=5, final_step=5)))
+    assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-classification"
+    assert "reward-model" in meta["tags"] and "lora" not in meta["tags"]
+    assert meta["base_model"] == "EleutherAI/pythia-410m" and meta["datasets"] == ["Anthropic/hh-rlhf"]
+
+    local = load_config(overrides=[f"model.name_or_path={tmp_path}", "data.source=../data/hh/test.jsonl.gz"])
+    meta = front_matter(
+        render_card(local, facts(step=5, final_step=5, lora={"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}))
+    )
+    assert "base_model" not in meta and "datasets" not in meta and "lora" in meta["tags"]
+    assert "datasets" not in front_matter(render_card(RunConfig(), facts(step=1, final_step=1)))  # synthetic
+    assert [is_hub_id(n) for n in ["gpt2", "org/name", "./x", "/abs/x", "a/b/c", ""]] == [1, 1, 0, 0, 0, 0]
+
+
+def test_the_hub_parser_reads_the_card_and_the_eval_table_has_the_eval_json_numbers(tmp_path):
+    card = render_card(RunConfig(), facts(step=7, final_step=7, eval_result=EVAL))
+    (tmp_path / "README.md").write_text(card)
+    parsed = ModelCard.load(tmp_path / "README.md")
+    assert parsed.data.library_name == "transformers" and "reward-model" in parsed.data.tags
+    rows = [line for line in card.splitlines() if line.startswith("| ") and " | " in line and "---" not in line]
+    table = rows[1:4]  # after the header: two subsets, then overall
+    assert table == [
+        "| harmless | 3 | 1.0000 | 0.8000 | 1.2000 | 0.4000 |",
+        "| helpful | 1 | 0.0000 | -0.4000 | 0.4000 | 0.8000 |",
+        "| **overall** | 4 | 0.7500 | 0.5000 | 1.0000 | 0.5000 |",
+    ]
+    assert "the final weights of the run, after 7 optimizer steps" in card
+    assert "train.lr" not in card and "lr: 0.0001" in card  # the full config, as YAML
+
+
+def test_an_unfinished_run_checkpoint_says_so(tmp_path):
+    card = render_card(RunConfig(), facts(step=3, final_step=None))
+    assert "after 3 optimizer steps (the run had not finished when exported)" in card and "Not evaluated" in card
+
+
+@pytest.mark.parametrize("normalize", [True, False], ids=["normalized", "raw"])
+def test_the_usage_snippet_runs_and_gives_the_training_time_rewards(
+    tokenizer, synthetic_root, tmp_path, monkeypatch, capsys, normalize
+):
+    hf = tiny_model(tokenizer, seed=1)
+    with torch.no_grad():
+        hf.score.weight.normal_(0, 1.0)
+    pairs = load_pairs(str(synthetic_root), "train", [])[:40]
+    subsets = sorted({p.subset for p in pairs})
+    data = RunData(subsets, encode_pairs(pairs, tokenizer, 256, subsets)[0])
+    out = export_model(
+        hf, tokenizer, tmp_path / "export", RunConfig(), Weights(2, 2), data, ExportOptions(normalize=normalize)
+    )
+    code = snippet((out / "README.md").read_text())
+    assert ("reward_normalization" in code) == normalize
+
+    # Expected, computed apart from the card: rm's RewardModel on each text alone.
+    texts = [
+        "\n\nHuman: What is 2 plus 3?\n\nAssistant: 2 plus 3 is 5.",
+        "\n\nHuman: What is 2 plus 3?\n\nAssistant: 2 plus 3 is 7.",
+    ]
+    with torch.no_grad():
+        ids = [torch.tensor([tokenizer(t)["input_ids"]]) for t in texts]
+        raw = torch.stack([RewardModel(hf)(input_ids=i, attention_mask=torch.ones_like(i))[0] for i in ids])
+    expected = raw
+    if normalize:
+        norm = hf.config.reward_normalization
+        expected = (raw - norm["mean"]) / norm["std"]
+
+    monkeypatch.chdir(out)
+    namespace: dict = {}
+    exec(compile(code, "README.md snippet", "exec"), namespace)
+    assert torch.allclose(namespace["rewards"].double(), expected.double(), atol=1e-5, rtol=0)
+    printed = capsys.readouterr().out
+    assert f"'label': 'reward', 'score': {namespace['pipe'](texts[0])[0]['score']}" in printed
+    assert namespace["pipe"](texts[0])[0]["score"] == pytest.approx(raw[0].item(), abs=1e-5)

@@ -1,0 +1,62 @@
+"""The layer contract (scripts/check_layers.py) holds for rm, and fails on the breaches it exists to catch."""
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def checker():
+    spec = importlib.util.spec_from_file_location("check_layers", REPO / "scripts" / "check_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the package to break on purpose."""
+    shutil.copytree(REPO / "rm", tmp_path / "rm", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "rm"
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_rm_keeps_its_layers_and_has_no_cycles():
+    assert checker().problems(REPO / "rm") == []
+    assert checker().main([str(REPO / "rm")]) == 0
+
+
+def test_a_back_import_is_caught_even_inside_a_function(copy, capsys):
+    append(copy / "data" / "load.py", "\n\ndef _late():\n    from rm.training.run import main\n\n    return main\n")
+    found = checker().problems(copy)
+    assert "rm.data.load (data) imports rm.training.run (training)" in found[0]
+    assert found[0].startswith(f"{copy / 'data' / 'load.py'}:")
+    # training imports data, so the back-import also closes a cycle, reported on its own
+    assert len(found) == 2 and found[1].startswith("import cycle among:") and "rm.data.load" in found[1]
+    assert checker().main([str(copy)]) == 1
+    assert "2 breaches of the layer contract" in capsys.readouterr().out
+
+
+def test_importing_the_sweep_from_training_is_a_breach(copy):
+    append(copy / "training" / "loop.py", "\nimport rm.sweep.trial  # noqa\n")
+    found = checker().problems(copy)
+    assert "rm.training.loop (training) imports rm.sweep.trial (sweep)" in found[0]
+
+
+def test_a_cycle_inside_one_layer_is_caught(copy):
+    append(copy / "data" / "tokenizer.py", "\nfrom rm.data import encode  # noqa\n")  # encode imports tokenizer
+    (found,) = checker().problems(copy)
+    assert found.startswith("import cycle among:") and "rm.data.encode" in found and "rm.data.tokenizer" in found
+
+
+def test_a_folder_outside_the_layers_is_refused(copy):
+    (copy / "utils").mkdir()
+    (copy / "utils" / "__init__.py").write_text("")
+    (found,) = checker().problems(copy)
+    assert "utils: not a layer" in found

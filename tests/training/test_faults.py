@@ -1,0 +1,113 @@
+"""Faults a run must survive or explain: a non-finite loss skips its step (and only it), too many in a
+row stop the run naming the step and the likely cause, and out-of-memory names the settings to lower."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import rm.training.loop
+from conftest import REPO, TINY_MODEL
+from rm.cli import main as cli
+from rm.config import load_config
+from rm.errors import TrainingError
+from rm.model.loss import bradley_terry_loss
+from rm.training.faults import oom_advice
+from rm.training.run import main
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+SMALL = [
+    "data.synthetic.n_train=96",
+    "data.synthetic.n_eval=24",
+    *TINY_MODEL,
+    "train.batch_size=8",
+    "train.eval_batch_size=24",
+    "train.log_steps=1",
+    "train.lr=3e-3",
+    "train.report_to=[]",
+    "train.num_threads=1",
+]
+
+
+def nan_at(calls: set[int]):
+    """bradley_terry_loss, but NaN on the given (1-based) micro-batch calls: a stand-in for a bad batch."""
+    count = [0]
+
+    def loss(*args, **kwargs):
+        count[0] += 1
+        value = bradley_terry_loss(*args, **kwargs)
+        return value * float("nan") if count[0] in calls else value
+
+    return loss
+
+
+def test_a_nonfinite_loss_skips_exactly_its_step(tmp_path, monkeypatch):
+    """A constant learning rate makes the reference simple: a 6-step run whose 6th loss is NaN must end
+    with exactly the weights of a clean 5-step run (the skipped step touched neither weights nor Adam)."""
+    common = SMALL + ["train.scheduler=constant", "train.warmup_ratio=0", "train.eval_steps=0"]
+    main(load_config(QUICKSTART, common + ["train.max_steps=5", f"output_dir={tmp_path / 'clean'}"]))
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", nan_at({6}))
+    result = main(load_config(QUICKSTART, common + ["train.max_steps=6", f"output_dir={tmp_path / 'nan'}"]))
+
+    assert result["train"]["nonfinite_skipped"] == 1 and result["train"]["steps"] == 6
+    clean = load_file(tmp_path / "clean" / "export" / "model.safetensors")
+    skipped = load_file(tmp_path / "nan" / "export" / "model.safetensors")
+    assert all(torch.equal(clean[k], skipped[k]) for k in clean)
+    log = [json.loads(line) for line in (tmp_path / "nan" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert all(r["loss"] == r["loss"] for r in log[:5])  # finite rows untouched by the NaN
+    assert log[5]["loss"] != log[5]["loss"]  # the step whose only micro-batch was NaN logs NaN, not 0
+
+
+def test_nonfinite_losses_in_a_row_stop_the_run_naming_step_and_cause(tmp_path, monkeypatch):
+    common = SMALL + ["train.max_steps=12", "train.max_nonfinite=3", "export.enabled=false"]
+    # From step 4 on every loss is NaN: after 3 clean updates, so the learning rate is the suspect.
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", nan_at(set(range(4, 100))))
+    with pytest.raises(TrainingError) as err:
+        main(load_config(QUICKSTART, common + [f"output_dir={tmp_path / 'late'}"]))
+    message = str(err.value)
+    assert "stopping at step 6" in message and "steps 4-6" in message and "train.max_nonfinite=3" in message
+    assert "learning rate is too high" in message and "train.lr=0.003" in message
+
+    # NaN from the very first batch: before any update, so the data or the model, not the learning rate.
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", nan_at(set(range(1, 100))))
+    with pytest.raises(TrainingError, match=r"stopping at step 3: .*before any update.*data inspect"):
+        main(load_config(QUICKSTART, common + [f"output_dir={tmp_path / 'early'}"]))
+
+
+def test_a_huge_learning_rate_is_caught_and_explained(tmp_path, capsys):
+    """No patching: lr 1e30 blows the weights up after the first update; the CLI stops with exit code 1."""
+    overrides = SMALL + ["train.max_steps=12", "train.lr=1e30", "train.warmup_ratio=0", "export.enabled=false"]
+    code = cli(["train", str(QUICKSTART), *overrides, f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error: stopping at step" in err and "train.max_nonfinite=5" in err
+    assert "learning rate is too high" in err and "train.lr=1e+30" in err
+    assert not (tmp_path / "eval.json").exists()
+
+
+def test_out_of_memory_names_the_settings_to_lower(tmp_path, monkeypatch):
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(rm.training.loop, "pair_rewards", oom)
+    cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=3", f"output_dir={tmp_path}"])
+    with pytest.raises(TrainingError) as err:
+        main(cfg)
+    message = str(err.value)
+    assert message.startswith("out of memory while training (optimizer step 1)")
+    for knob in [
+        "train.batch_size (now 8",
+        "collator.max_tokens",
+        f"collator.max_length (now {cfg.collator.max_length})",
+    ]:
+        assert knob in message
+    assert "model.gradient_checkpointing=true" in message and "model.lora.r" in message
+    assert "Tried to allocate 2.00 GiB" in message  # torch's own line is kept
+
+    evaluation = oom_advice(cfg, "evaluation")
+    assert "train.eval_batch_size (now 24)" in evaluation and "collator.eval_max_tokens" in evaluation
+    checkpointing = load_config(QUICKSTART, ["model.gradient_checkpointing=true", "model.lora.r=8"])
+    assert "gradient_checkpointing" not in oom_advice(checkpointing, "training")
+    assert "model.lora.r" not in oom_advice(checkpointing, "training")
