@@ -11,6 +11,7 @@ finds the trial's heartbeat stale after `heartbeat_grace` seconds, fails it and 
 import csv
 import glob
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -75,6 +76,10 @@ def postgres_url():
         pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql")
     as_user = []
     if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root without a postgres user: PostgreSQL refuses to run as root")
         if shutil.which("runuser") is None:
             pytest.skip("running as root, and no runuser to start PostgreSQL as another user")
         as_user = ["runuser", "-u", "postgres", "--"]
