@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# bash scripts/gpu_check.sh   (one CUDA GPU; under 5 minutes on one H200)
+# bash scripts/gpu_check.sh   (one CUDA GPU; checks 2-3 are new and not yet timed; about 5 minutes without them)
 # 1. pytest -m gpu: the shared layout is as exact as the padded one in bf16 with SDPA and with
 #    FlexAttention, and a bf16 LoRA run with gradient checkpointing trains (tests/training/test_gpu.py);
-# 2. scripts/bench_layout.py: shared vs padded training throughput on a random-init ~0.5B Llama in
+# 2. QLoRA (needs bitsandbytes): a random-init ~0.5B Llama and a BPE tokenizer saved first, 10 steps
+#    in 4-bit NF4, a checkpoint, and the export refused with the documented warning;
+# 3. sharding on one GPU, fp32 (DeepSpeed ZeRO-3 needs deepspeed): ZeRO-3 and FSDP2 each train the tiny
+#    quickstart 20 steps, checkpoint at step 10, resume from it, and export the weights of a plain
+#    one-GPU run (max difference printed; at most 1e-3). DeepSpeed does not run on the CPU here, and
+#    FSDP2 on the CPU is tested by tests/training/test_fsdp.py;
+# 4. scripts/bench_layout.py: shared vs padded training throughput on a random-init ~0.5B Llama in
 #    bf16, SDPA and FlexAttention; its table is printed last.
-# Needs a CUDA build of torch and rm's dependencies (pip install -e .). Exit status: the tests'
-# (0 when they pass), or 2 when there is no GPU or a dependency is missing.
+# Needs a CUDA build of torch and rm's dependencies (pip install -e .). Exit status: 0 when the tests
+# and checks 2-3 pass (a check whose package is missing is skipped, and says so), 1 when one fails, or 2
+# when there is no GPU or a dependency is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
@@ -28,9 +35,87 @@ tests=$?
 [ $tests -eq 124 ] && echo "gpu_check: the GPU tests ran out of their 110 s"
 echo "gpu_check: tests took $((SECONDS - started)) s (exit $tests)"
 
+work="${OUT:-/tmp}/gpu_check_runs"
+rm -rf "$work" && mkdir -p "$work"
+checks=0
+fail() { echo "gpu_check: FAILED: $*"; checks=1; }
+# The tiny quickstart of the CPU tests (tests/conftest.py TINY), fp32, no periodic eval.
+TINY="data.synthetic.n_train=240 data.synthetic.n_eval=61 model.random_init.hidden_size=32
+ model.random_init.intermediate_size=64 model.random_init.num_hidden_layers=1 tokenizer.vocab_size=300
+ train.batch_size=8 train.eval_batch_size=16 train.eval_steps=0 train.log_steps=1 train.lr=3e-3
+ train.report_to=[] train.mixed_precision=no"
+
+if "$PY" -c "import bitsandbytes" 2>/dev/null; then
+  "$PY" - "$work/base-0.5b" <<'PYEOF' || fail "QLoRA: building the 0.5B base model"
+import sys
+
+import torch
+from transformers import LlamaConfig, LlamaForSequenceClassification
+
+from rm.data import synthetic
+from rm.data.load import load_pairs
+from rm.data.tokenizer import train_bpe
+
+out = sys.argv[1]
+pairs = load_pairs(str(synthetic.write_dataset(out + "-data", n_train=2000, n_eval=10, seed=0)), "train", [])
+tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=1024)
+cfg = LlamaConfig(
+    vocab_size=len(tok), hidden_size=1024, intermediate_size=4096, num_hidden_layers=28, num_attention_heads=16,
+    max_position_embeddings=512, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, num_labels=1,
+)
+torch.manual_seed(0)
+model = LlamaForSequenceClassification(cfg).to(torch.bfloat16)
+model.save_pretrained(out)
+tok.save_pretrained(out)
+print(f"gpu_check: QLoRA base: random-init Llama, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters")
+PYEOF
+  "$PY" -m rm train configs/quickstart.yaml $TINY model.name_or_path="$work/base-0.5b" model.lora.qlora=true \
+    model.lora.r=8 train.max_steps=10 train.save_steps=10 train.mixed_precision=bf16 output_dir="$work/qlora" \
+    >"$work/qlora.log" 2>&1 || fail "QLoRA run (log: $work/qlora.log)"
+  grep -q "export skipped: merging LoRA into 4-bit weights loses precision" "$work/qlora.log" \
+    || fail "QLoRA: no 'export skipped' warning in $work/qlora.log"
+  [ ! -e "$work/qlora/export" ] || fail "QLoRA: an export/ was written"
+  [ -f "$work/qlora/checkpoints/step-10/adapter_config.json" ] || fail "QLoRA: no checkpoint step-10 with its adapter"
+  [ $checks -eq 0 ] && echo "gpu_check: QLoRA: 10 steps in 4-bit, checkpoint kept, export refused as documented"
+else
+  echo "gpu_check: QLoRA skipped: pip install bitsandbytes"
+fi
+
+# Sharded: 20 steps with a checkpoint at 10, then resumed from it; the export against a plain run's.
+"$PY" -m rm train configs/quickstart.yaml $TINY train.max_steps=20 output_dir="$work/plain" \
+  >"$work/plain.log" 2>&1 || fail "plain one-GPU run (log: $work/plain.log)"
+for launcher in deepspeed-zero3 fsdp; do
+  if [ $launcher = deepspeed-zero3 ] && ! "$PY" -c "import deepspeed" 2>/dev/null; then
+    echo "gpu_check: ZeRO-3 skipped: pip install deepspeed"; continue
+  fi
+  launch=("$PY" -m accelerate.commands.launch --config_file "configs/accelerate/$launcher.yaml" --num_processes 1
+    --mixed_precision no -m rm train configs/quickstart.yaml $TINY train.max_steps=20 train.save_steps=10
+    output_dir="$work/$launcher")
+  "${launch[@]}" >"$work/$launcher.log" 2>&1 || { fail "$launcher run (log: $work/$launcher.log)"; continue; }
+  cp "$work/$launcher/export/model.safetensors" "$work/$launcher-straight.safetensors"
+  "${launch[@]}" train.resume="$work/$launcher/checkpoints/step-10" >"$work/$launcher-resumed.log" 2>&1 \
+    || { fail "$launcher resume (log: $work/$launcher-resumed.log)"; continue; }
+  "$PY" - "$work" "$launcher" <<'PYEOF' || fail "$launcher: export differs from the plain run's"
+import sys
+
+from safetensors.torch import load_file
+
+work, name = sys.argv[1:]
+want = load_file(f"{work}/plain/export/model.safetensors")
+for run in (f"{work}/{name}-straight.safetensors", f"{work}/{name}/export/model.safetensors"):
+    got = load_file(run)
+    diff = max((got[k].float() - want[k].float()).abs().max().item() for k in want)
+    print(f"gpu_check: {name}: {run.rsplit('/', 1)[-1]} vs the plain run: max difference {diff:.2g}")
+    if got.keys() != want.keys() or diff > 1e-3:
+        sys.exit(1)
+PYEOF
+done
+echo "gpu_check: checks took $((SECONDS - started)) s in all so far (exit $checks)"
+
 # The benchmark keeps to --budget itself (configurations it cannot reach are listed as skipped);
 # the timeout is only a safety net.
 timeout 170 "$PY" scripts/bench_layout.py --budget 130 --seconds 8 --json "${OUT:-/tmp}/bench_layout.json"
 [ $? -eq 124 ] && echo "gpu_check: the benchmark ran out of its 170 s"
 echo "gpu_check: $((SECONDS - started)) s in all"
-exit $tests
+[ $tests -ne 0 ] && exit $tests
+exit $checks

@@ -89,6 +89,10 @@ class SweepConfig:
     """Trials to run to an end (finished, pruned or crashed; interrupted ones are rerun); 0: the grid's size."""
     parallelism: int = 1
     """Trials run at once by each sweep process; workers on other machines add theirs."""
+    heartbeat_interval: int = 30
+    """Seconds between the heartbeats a sweep process writes to the study for each trial it runs."""
+    heartbeat_grace: int = 120
+    """Seconds without a heartbeat after which a running trial's process counts as dead (requeued by any worker)."""
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     """What a trial is judged by."""
     pruning: PruningConfig = field(default_factory=PruningConfig)
@@ -132,6 +136,8 @@ def _problems(cfg: SweepConfig) -> list[str]:
         out.append(f"parallelism: must be >= 1, got {cfg.parallelism}")
     if cfg.n_trials < 0 or (cfg.n_trials == 0 and cfg.sampler != "grid"):
         out.append(f"n_trials: must be > 0 for the {cfg.sampler} sampler (0 means the grid's size), got {cfg.n_trials}")
+    if cfg.heartbeat_interval < 1 or cfg.heartbeat_grace <= cfg.heartbeat_interval:
+        out.append("heartbeat_interval, heartbeat_grace: need 1 <= heartbeat_interval < heartbeat_grace (seconds)")
     if cfg.pruning.startup_trials < 0 or cfg.pruning.warmup_steps < 0:
         out.append("pruning: startup_trials and warmup_steps must be >= 0")
     if cfg.objective.metric == "accuracy" and cfg.objective.direction == "minimize":

@@ -22,6 +22,7 @@ from rm.sweep.study import (
     HOST,
     RETRY_OF,
     Sweep,
+    fail_stale,
     make_sampler,
     open_storage,
     open_study,
@@ -88,6 +89,7 @@ def run(sweep: Sweep, worker: bool = False) -> int:
     budget, lock = trial_budget(sweep.cfg), threading.Lock()
 
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        fail_stale(study)  # a dead worker's trial is requeued, not counted as running (which could end the sweep)
         t = tally(study)
         if t["ended"] + t["running"] >= budget and not t["waiting"]:
             study.stop()

@@ -3,9 +3,9 @@
 A restarted sweep continues where it stopped. Finished trials are kept. A trial whose sweep process
 died (SIGKILL, a lost machine) is marked failed and its parameters are queued again as a new trial
 that notes what it reruns: found by process id on the same host at once, on other hosts when its
-heartbeat stops (Optuna's RDB heartbeat). `n_trials` counts trials that reached an end (finished,
-pruned, crashed), so interrupted ones are rerun without growing the sweep and a crash is not retried
-forever.
+heartbeat stops (Optuna's RDB heartbeat, every `heartbeat_interval` s; stale after `heartbeat_grace` s).
+`n_trials` counts trials that reached an end (finished, pruned, crashed), so interrupted ones are rerun
+without growing the sweep and a crash is not retried forever.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from rm.config import build
 from rm.errors import ConfigError
 from rm.sweep.config import ObjectiveConfig, PruningConfig, SweepConfig, direction, override
 
-HEARTBEAT_S, GRACE_S = 30, 120  # a trial on another host is stale after 2 minutes without a heartbeat
 HOST = socket.gethostname()
 RETRY_OF = "rm_retry_of"  # system attr of a trial queued again: the number of the trial it reruns
 
@@ -48,17 +47,19 @@ def resolve(path: str | Path, cfg: SweepConfig, storage: str = "") -> Sweep:
     return Sweep(cfg, cfg.study_name or stem, sweep_dir, url)
 
 
-def open_storage(url: str, heartbeat: bool = True) -> optuna.storages.RDBStorage:
+def open_storage(url: str, heartbeat: bool = True, cfg: SweepConfig | None = None) -> optuna.storages.RDBStorage:
+    """The study's storage; with `heartbeat` (a sweep process) its trials beat as `cfg` says, stale ones requeued."""
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}  # several writers wait their turn
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if not heartbeat:
             return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+        cfg = cfg or SweepConfig()
         return optuna.storages.RDBStorage(
             url,
             engine_kwargs=engine,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
+            heartbeat_interval=cfg.heartbeat_interval,
+            grace_period=cfg.heartbeat_grace,
             heartbeat_stale_trial_callback=requeue,
         )
 
@@ -97,7 +98,7 @@ def open_study(sweep: Sweep, create: bool, read_only: bool = False) -> optuna.St
         sweep.dir.mkdir(parents=True, exist_ok=True)
     elif sweep.storage_url.startswith("sqlite:///") and not Path(sweep.storage_url[len("sqlite:///") :]).is_file():
         raise ConfigError(missing)  # rather than an empty database file made by opening it
-    storage = open_storage(sweep.storage_url)
+    storage = open_storage(sweep.storage_url, cfg=cfg)
     if create:
         study = optuna.create_study(
             study_name=sweep.name, storage=storage, direction=direction(cfg), load_if_exists=True
@@ -192,10 +193,15 @@ def recover(study: optuna.Study) -> list[str]:
             continue
         requeue(study, t)
         notes.append(f"trial {t.number} marked failed ({why}); its parameters are queued again")
+    fail_stale(study)
+    return notes
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail (and requeue, by the storage's callback) trials of any host whose heartbeat is older than the grace."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)  # other hosts' trials whose heartbeat stopped (requeue runs)
-    return notes
+        optuna.storages.fail_stale_trials(study)
 
 
 def tally(study: optuna.Study) -> dict[str, int]:

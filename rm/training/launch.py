@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 
 import torch
-from accelerate import Accelerator
-from accelerate.utils import DistributedType
+from accelerate import Accelerator, PartialState
+from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, parse_flag_from_env
 
 from rm.config import RunConfig
 from rm.errors import TrainingError
@@ -29,11 +29,15 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
 
     Several processes launched on a machine without an accelerator (torchrun, `accelerate launch
     --multi_gpu`, configs/accelerate/cpu-ddp.yaml) run DDP over gloo on the CPU: accelerate does that
-    only when told `cpu`, and otherwise each process would silently train a model of its own.
+    only when told `cpu`, and otherwise each process would silently train a model of its own. FSDP
+    launcher configs shard over gloo there too (`shard_on_cpu`); DeepSpeed configs are refused.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    on_cpu = world > 1 and not torch.accelerator.is_available()
+    if on_cpu and parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"):  # accelerate would quietly run DDP instead
+        raise TrainingError("DeepSpeed runs on GPUs only here; on the CPU shard with configs/accelerate/cpu-fsdp.yaml")
     accelerator = Accelerator(
-        cpu=world > 1 and not torch.accelerator.is_available(),
+        cpu=on_cpu,
         gradient_accumulation_steps=cfg.train.grad_accum,
         mixed_precision=mixed_precision(cfg.train.mixed_precision),
         log_with=cfg.train.report_to or None,
@@ -41,7 +45,26 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
     )
     if accelerator.num_processes != world:
         raise TrainingError(f"launched as {world} processes, but accelerate set up {accelerator.num_processes}")
+    if on_cpu and parse_flag_from_env("ACCELERATE_USE_FSDP"):
+        shard_on_cpu(accelerator)
     return accelerator
+
+
+def shard_on_cpu(accelerator: Accelerator) -> None:
+    """FSDP over gloo on the CPU (configs/accelerate/cpu-fsdp.yaml), which accelerate does not set up itself.
+
+    accelerate turns FSDP on only for GPU-like devices: on the CPU it would run plain DDP under an
+    FSDP launcher config without a word. torch's `fully_shard` does work over gloo, so the FSDP plugin
+    (read from the launcher's FSDP_* variables) is put in place by hand before anything is prepared.
+    """
+    plugin = FullyShardedDataParallelPlugin()
+    if plugin.fsdp_version != 2:
+        raise TrainingError("FSDP on the CPU needs fsdp_version: 2 in the launcher config")
+    if accelerator.mixed_precision != "no":
+        plugin.set_mixed_precision(accelerator.mixed_precision)  # as accelerate does on GPUs
+    PartialState().distributed_type = DistributedType.FSDP  # every AcceleratorState() copies it from here
+    accelerator.state.distributed_type = DistributedType.FSDP
+    accelerator.state.fsdp_plugin = plugin
 
 
 def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callable[[], torch.nn.Module]):

@@ -135,6 +135,8 @@ def test_the_launcher_configs_cover_cpu_one_gpu_ddp_fsdp_and_zero3():
     kinds = {p.stem: load_config_from_file(str(p)) for p in LAUNCHERS}
     assert {k: str(c.distributed_type.value) for k, c in kinds.items()} == {
         "cpu-ddp": "MULTI_GPU",  # torchrun; rm runs gloo on the CPU when no GPU is visible
+        "two-machines-cpu": "MULTI_GPU",
+        "cpu-fsdp": "FSDP",  # rm sets FSDP up on the CPU itself (rm/training/launch.py)
         "single-gpu": "NO",
         "multi-gpu-ddp": "MULTI_GPU",
         "fsdp": "FSDP",

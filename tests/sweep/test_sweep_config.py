@@ -79,6 +79,7 @@ def test_ranges_and_defaults(tmp_path):
         ("objective.metric=acc", r"objective\.metric: 'acc' is not one of"),
         ("launch=in-process parallelism=2", r"launch: in-process runs one"),
         ("sampler=random", r"n_trials: must be > 0 for the random sampler"),
+        ("heartbeat_interval=30 heartbeat_grace=10", r"heartbeat_interval, heartbeat_grace: need 1 <= "),
         ("overrides=[train.lrr=1]", r"base/overrides: .*unknown key train\.lrr"),
     ],
 )
