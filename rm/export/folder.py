@@ -1,7 +1,8 @@
 """Export: a standard `AutoModelForSequenceClassification` folder that plain transformers loads.
 
 The folder holds the model (num_labels=1, the head under the architecture's own name, safetensors
-only), the tokenizer (with its chat template when it has one), `pad_token_id` in the config, the
+only), the tokenizer (with the chat template that rendered the training text, and what transformers 4.x,
+TRL, RewardBench and OpenRLHF need: rm/export/compat.py), `pad_token_id` in the config, the
 run's config as `rm_config.yaml`, the eval.json that describes these weights (when there is one) and
 a model card, `README.md`. LoRA weights are merged into the base weights, keeping the trained copy of
 the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model of
