@@ -252,3 +252,23 @@ def test_hub_ids_come_from_names_and_from_hugging_face_cache_paths():
     assert hub_id_of(cache, "model") == "Qwen/Qwen2.5-0.5B"
     assert hub_id_of("/data/hub/datasets--Anthropic--hh-rlhf/snapshots/9f", "dataset") == "Anthropic/hh-rlhf"
     assert hub_id_of("/tmp/my-model", "model") is None and hub_id_of("synthetic", "dataset") is None
+
+
+def test_legacy_keys_are_generated_from_the_config_and_transformers_5_reads_them_back():
+    """A Llama 3 rope (not the default type): 4.x reads rope_theta at the top and the rest as rope_scaling."""
+    from rm.export.compat import legacy_config_keys
+
+    rope = {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
+    saved = LlamaConfig(rope_parameters=dict(rope), dtype="bfloat16").to_dict()
+    extra = legacy_config_keys(saved)
+    assert extra["rope_theta"] == 500000.0 and extra["rope_scaling"] == saved["rope_parameters"]
+    assert extra["torch_dtype"] == "bfloat16" and "rope_type" not in extra
+    assert legacy_config_keys(saved | extra) == {}  # never overwrites, and idempotent
+    assert LlamaConfig.from_dict(saved | extra).rope_parameters == saved["rope_parameters"]
