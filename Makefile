@@ -7,7 +7,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo test lint format bench clients clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -31,6 +31,12 @@ bench: setup
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_eval.py
+
+# Exports against the tools that consume reward models (transformers 4.x/5.x, TRL, RewardBench, OpenRLHF),
+# one venv each under CLIENT_VENVS, built from the package registry; see scripts/check_clients.sh.
+CLIENT_VENVS ?= /work/venvs
+clients: setup
+	RM_PY=$(abspath $(BIN))/python scripts/check_clients.sh $(CLIENT_VENVS)
 
 # ruff, then the import contract: role folders in layers, imports only downwards, no cycles
 # (scripts/check_layers.py; tests/meta/test_layers.py shows it failing on a back-import).

@@ -228,6 +228,8 @@ class ExportConfig:
     """Write `<output_dir>/export` at the end of the run."""
     normalize: bool = False
     """Store the mean and std of the rewards over the training pairs in the export's config.json."""
+    license: str = ""
+    """License id for the model card's metadata (e.g. apache-2.0); empty leaves it unset and the card asks for it."""
 
 
 @dataclass

@@ -3,17 +3,37 @@
 Training one here keeps the quickstart and the tests offline. Byte-level BPE with GPT-2's
 pre-tokenizer splits before a space and between letters and punctuation, so the prompt (which ends
 in "Assistant:") and a response (which starts with a space) tokenize the same apart as together.
+
+A tokenizer used for training adds no special tokens of its own (`training_tokenizer`): rm trains on
+the ids that `tokenizer(text, add_special_tokens=False)` gives, which is how TRL's reward functions,
+OpenRLHF and RewardBench's chat-template path tokenize, and the export's tokenizer then gives the very
+same ids with `add_special_tokens=True` (pipelines, plain transformers). A BOS that a chat template
+writes is part of the text, so it is kept everywhere alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from rm.errors import DataError
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
+# HH text as a Jinja chat template: each message is "\n\n<Tag>: <content>", the generation prompt is
+# "\n\nAssistant:". The tags are those of rm.data.formats.chat.HH_TAGS (a test holds the two equal).
+HH_CHAT_TEMPLATE = (
+    "{%- set tags = {'system': 'System', 'user': 'Human', 'assistant': 'Assistant'} -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] not in tags -%}"
+    "{{ raise_exception('HH text has no role ' ~ message['role'] ~ ' (system, user, assistant only)') }}"
+    "{%- endif -%}"
+    "{{ '\\n\\n' ~ tags[message['role']] ~ ': ' ~ message['content'] }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '\\n\\nAssistant:' }}{%- endif -%}"
+)
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -38,6 +58,39 @@ def load_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> PreTra
         # last real token from the attention mask, never by searching for pad_token_id.
         tok.pad_token = tok.eos_token
     return tok
+
+
+def adds_special_tokens(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether `add_special_tokens=True` changes the ids (a BOS in front, an EOS after…)."""
+    probe = "a b"
+    return (
+        tokenizer(probe, add_special_tokens=True)["input_ids"]
+        != tokenizer(probe, add_special_tokens=False)["input_ids"]
+    )
+
+
+def without_special_additions(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """The tokenizer made to add nothing around a text (its post-processor emptied), in place.
+
+    Tokens that a text or chat template spells out (e.g. "<|begin_of_text|>") still map to their ids.
+    """
+    if not adds_special_tokens(tokenizer):
+        return tokenizer
+    if hasattr(tokenizer, "update_post_processor"):  # transformers 5 tokenizers-backed classes
+        tokenizer.add_bos_token = False
+        tokenizer.add_eos_token = False
+    if adds_special_tokens(tokenizer) and hasattr(tokenizer, "backend_tokenizer"):
+        tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(single="$A:0", pair="$A:0 $B:1")
+    if adds_special_tokens(tokenizer):
+        raise DataError(
+            f"{type(tokenizer).__name__}: cannot stop this tokenizer from adding special tokens around a text"
+        )
+    return tokenizer
+
+
+def training_tokenizer(name_or_path: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    """The named tokenizer as rm trains with it: pad set, nothing added around a text (see the module doc)."""
+    return without_special_additions(load_tokenizer(name_or_path, trust_remote_code))
 
 
 def special_prefix(tokenizer: PreTrainedTokenizerBase) -> list[int]:

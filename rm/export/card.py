@@ -36,7 +36,10 @@ class CardFacts:
     normalization: dict | None = None
     lora: dict | None = None
     """{"r", "lora_alpha", "target_modules"} when LoRA weights were merged in."""
-    chat_template: bool = False
+    chat_template: str = "hh"
+    """"hh" (the export carries rm's HH template) or "tokenizer" (the run's tokenizer's own template)."""
+    max_length: int = 0
+    """The trained `collator.max_length`: the tokenizer's model_max_length."""
     model_id: str = "."
     """What the usage snippet loads: "." (the folder itself) or the Hub repo id."""
 
@@ -48,15 +51,38 @@ def is_hub_id(name: str) -> bool:
     return name.count("/") <= 1 and " " not in name
 
 
+def hub_id_of(name: str, kind: str) -> str | None:
+    """The Hub id behind a name: the name itself, or for a local path inside a Hugging Face cache
+    (`.../models--org--name/snapshots/<rev>`) the id that cache folder was downloaded from."""
+    if not name or name == "synthetic":
+        return None
+    if is_hub_id(name):
+        return name
+    for part in reversed(Path(name).expanduser().parts):
+        if part.startswith(f"{kind}s--"):
+            return "/".join(part.split("--")[1:])
+    return None
+
+
 def metadata(cfg: RunConfig, facts: CardFacts) -> ModelCardData:
     tags = ["reward-model", "bradley-terry", "rm"] + (["lora"] if facts.lora else [])
+    base = hub_id_of(cfg.model.name_or_path, "model")
+    dataset = hub_id_of(cfg.data.source, "dataset")
     return ModelCardData(
         library_name="transformers",
         pipeline_tag="text-classification",
         tags=tags,
-        base_model=cfg.model.name_or_path if is_hub_id(cfg.model.name_or_path) else None,
-        datasets=[cfg.data.source] if cfg.data.source != "synthetic" and is_hub_id(cfg.data.source) else None,
+        license=cfg.export.license or None,
+        base_model=base,
+        datasets=[dataset] if dataset else None,
     )
+
+
+def front_matter(cfg: RunConfig, facts: CardFacts) -> str:
+    text = metadata(cfg, facts).to_yaml()
+    if not cfg.export.license:  # a YAML comment: the Hub shows no license until one is set
+        text += "\n# license: not set. Export with export.license=<SPDX id, e.g. apache-2.0> or add it here."
+    return text
 
 
 def _weights_line(facts: CardFacts) -> str:
@@ -106,21 +132,26 @@ def usage_snippet(facts: CardFacts) -> str:
         "",
         f'prompt = "{EXAMPLE_PROMPT}"',
         f"responses = [{', '.join(EXAMPLE_RESPONSES)}]",
+        "# add_special_tokens=True or False: the same ids (the tokenizer adds no BOS/EOS; see 'Tokenization')",
         'batch = tokenizer([prompt + r for r in responses], return_tensors="pt", padding=True)',
         "with torch.no_grad():",
         "    rewards = model(**batch).logits[:, 0]  # one scalar per text, higher is better",
     ]
     if facts.normalization:
         lines += [
-            "norm = model.config.reward_normalization  # see 'Reward normalisation' below",
-            'rewards = (rewards - norm["mean"]) / norm["std"]',
+            "# see 'Reward normalisation' below (also in model.config.reward_normalization)",
+            "rewards = (rewards - model.config.mean) / model.config.std",
         ]
     lines += [
         "print(rewards.tolist())",
         "",
-        "# The same raw reward through a pipeline (no sigmoid or softmax on a single logit):",
-        'pipe = pipeline("text-classification", model=model_id, function_to_apply="none")',
+        "# The same raw reward through a pipeline (problem_type is regression: no sigmoid):",
+        'pipe = pipeline("text-classification", model=model_id)',
         "print(pipe(prompt + responses[0]))  # [{'label': 'reward', 'score': ...}]",
+        "",
+        "# Conversations: the chat template writes the text the model was trained on",
+        'messages = [{"role": "user", "content": "What is 2 plus 3?"}, {"role": "assistant", "content": "5."}]',
+        "print(pipe(tokenizer.apply_chat_template(messages, tokenize=False)))",
     ]
     return "\n".join(lines)
 
@@ -134,7 +165,8 @@ def normalization_section(facts: CardFacts) -> str:
         )
     return (
         "## Reward normalisation\n\n"
-        "`config.json` holds `reward_normalization`, statistics of the raw reward (`logits[:, 0]`) over "
+        "`config.json` holds `mean` and `std` (the keys OpenRLHF reads) and `reward_normalization` (the same "
+        "two plus where they come from), statistics of the raw reward (`logits[:, 0]`) over "
         f"{norm['data']} (chosen and rejected responses pooled, {norm['n_rewards']} rewards):\n\n"
         f"- `mean`: {norm['mean']:.6g}\n- `std`: {norm['std']:.6g} (population standard deviation)\n"
         f"- `n_rewards`, `data`: how many rewards and which data\n\n"
@@ -161,7 +193,7 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     rows = [
         ("model", f"{facts.architecture}, {facts.n_parameters / 1e6:.2f}M parameters, from {base}"),
         ("weights", _weights_line(facts)),
-        ("tokenizer", tok + (" (with a chat template)" if facts.chat_template else "")),
+        ("tokenizer", tok),
         ("data", f"`{d.source}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
         ("objective", f"Bradley-Terry: {loss}"),
         (
@@ -190,6 +222,27 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     )
 
 
+def tokenization_section(facts: CardFacts) -> str:
+    if facts.chat_template == "hh":
+        template = (
+            "The tokenizer's chat template renders messages (roles `system`, `user`, `assistant`) as exactly that "
+            "HH text, and with `add_generation_prompt=True` ends with `\\n\\nAssistant:`."
+        )
+    else:
+        template = "The tokenizer carries the chat template the run's tokenizer had, which rendered the training data."
+    limit = f"`model_max_length` is {facts.max_length}, the length trained on, " if facts.max_length else ""
+    return (
+        "## Tokenization\n\n"
+        f"{template} rm trained on the ids of that text as `tokenizer(text, add_special_tokens=False)` gives them, "
+        "and this tokenizer adds no special tokens around a text, so `add_special_tokens=True` (pipelines, the "
+        "default) gives the same ids: TRL's reward functions, OpenRLHF, RewardBench and plain transformers all score "
+        "the trained inputs. Do not prepend a BOS yourself (a BOS the chat template writes is part of the text). "
+        f"{limit}and `truncation_side` is left, so `truncation=True` drops the oldest tokens and keeps the response, "
+        "whose last token carries the reward, as `rm score` does. Pad on the right (the tokenizer's `padding_side`): "
+        "the model reads the reward at the last non-pad token.\n"
+    )
+
+
 def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     """The README.md text: YAML front matter for the Hub, then the sections above."""
     intro = (
@@ -198,12 +251,11 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         "text exactly as the training data writes it (HH-RLHF's `\\n\\nHuman: ...\\n\\nAssistant: ...` turns "
         "for HH-style data), so score text in that format."
     )
-    if facts.chat_template:
-        intro += " The tokenizer carries the chat template the run's tokenizer had."
     return (
-        f"---\n{metadata(cfg, facts).to_yaml()}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
+        f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
+        f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"
         f"{training_section(cfg, facts)}"
     )

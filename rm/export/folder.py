@@ -1,7 +1,8 @@
 """Export: a standard `AutoModelForSequenceClassification` folder that plain transformers loads.
 
 The folder holds the model (num_labels=1, the head under the architecture's own name, safetensors
-only), the tokenizer (with its chat template when it has one), `pad_token_id` in the config, the
+only), the tokenizer (with the chat template that rendered the training text, and what transformers 4.x,
+TRL, RewardBench and OpenRLHF need: rm/export/compat.py), `pad_token_id` in the config, the
 run's config as `rm_config.yaml`, the eval.json that describes these weights (when there is one) and
 a model card, `README.md`. LoRA weights are merged into the base weights, keeping the trained copy of
 the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model of
@@ -30,6 +31,7 @@ from rm.data.load import load_splits, subset_counts
 from rm.errors import ExportError
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
+from rm.export.compat import export_tokenizer, finish_folder, template_kind
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.model.reward import score_head
@@ -68,6 +70,31 @@ def merged(model: torch.nn.Module) -> tuple[PreTrainedModel, dict | None]:
     # merge_and_unload folds B @ A * alpha / r into each base weight and puts the trained copy of every
     # `modules_to_save` module (the score head) where the original was.
     return model.merge_and_unload(), lora
+
+
+def lora_facts(cfg: RunConfig, hf: PreTrainedModel) -> dict | None:
+    """LoRA settings of a run whose weights were merged before (its end-of-run export), from its config."""
+    if not cfg.model.lora.r:
+        return None
+    from rm.model.lora import backbone_linear_names  # the targets training resolved the same way
+
+    targets = cfg.model.lora.target_modules or backbone_linear_names(hf)
+    return {"r": cfg.model.lora.r, "lora_alpha": cfg.model.lora.alpha, "target_modules": sorted(targets)}
+
+
+def set_reward_config(hf: PreTrainedModel, pad_token_id: int, norm: dict | None) -> None:
+    """One raw reward, read as regression (so a text-classification pipeline applies no sigmoid), and the
+    normalisation both as `reward_normalization` and as the `mean`/`std` that OpenRLHF reads."""
+    hf.config.num_labels = 1
+    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
+    hf.config.problem_type = "regression"
+    hf.config.pad_token_id = pad_token_id
+    for key in ("reward_normalization", "mean", "std"):
+        if hasattr(hf.config, key):
+            delattr(hf.config, key)
+    if norm is not None:
+        hf.config.reward_normalization = norm
+        hf.config.mean, hf.config.std = norm["mean"], norm["std"]
 
 
 def check_names(hf: PreTrainedModel) -> None:
@@ -141,6 +168,7 @@ def export_model(
     out = Path(out_dir)
     check_out_dir(out, overwrite)
     hf, lora = merged(model)
+    lora = lora or lora_facts(cfg, hf)
     hf.eval()
     check_names(hf)
     eval_origin = "run"
@@ -155,13 +183,7 @@ def export_model(
         scores = score_encoded(hf, data.train, tokenizer.pad_token_id, cfg.train.eval_batch_size)
         norm = normalization(scores, describe_training_data(cfg, len(data.train)))
 
-    hf.config.num_labels = 1
-    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
-    hf.config.pad_token_id = tokenizer.pad_token_id
-    if norm is not None:
-        hf.config.reward_normalization = norm
-    elif hasattr(hf.config, "reward_normalization"):
-        del hf.config.reward_normalization
+    set_reward_config(hf, tokenizer.pad_token_id, norm)
     facts = CardFacts(
         architecture=type(hf).__name__,
         n_parameters=sum(p.numel() for p in hf.parameters()),
@@ -171,7 +193,8 @@ def export_model(
         eval_origin=eval_origin,
         normalization=norm,
         lora=lora,
-        chat_template=bool(getattr(tokenizer, "chat_template", None)),
+        chat_template=template_kind(tokenizer, cfg),
+        max_length=cfg.collator.max_length,
         model_id=model_id,
     )
 
@@ -180,11 +203,13 @@ def export_model(
     if tmp.exists():
         shutil.rmtree(tmp)
     hf.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    saved_tokenizer = export_tokenizer(tokenizer, cfg)
+    saved_tokenizer.save_pretrained(tmp)
     save_config(cfg, tmp / "rm_config.yaml")
     if eval_result is not None:
         (tmp / "eval.json").write_text(json.dumps(eval_result, indent=2) + "\n")
     (tmp / "README.md").write_text(render_card(cfg, facts))
+    finish_folder(tmp, saved_tokenizer)
     unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     if unsafe:  # transformers 5 writes safetensors only; this keeps it that way
         raise ExportError(f"export would contain pickled files: {unsafe}")

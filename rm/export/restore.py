@@ -25,7 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
 from rm.config.rundir import WEIGHTS, checkpoint_step, checkpoints
-from rm.data.tokenizer import load_tokenizer
+from rm.data.tokenizer import load_tokenizer, training_tokenizer
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
 
@@ -110,7 +110,7 @@ def run_tokenizer(cfg: RunConfig, run_dir: Path) -> PreTrainedTokenizerBase:
     name = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     if not name:
         raise ExportError(f"{run_dir}: the run trained its own tokenizer but {run_dir / 'tokenizer'} is missing")
-    return load_tokenizer(name, cfg.model.trust_remote_code)
+    return training_tokenizer(name, cfg.model.trust_remote_code)
 
 
 def _strip(key: str) -> str:

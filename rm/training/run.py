@@ -27,7 +27,7 @@ from rm.collate.planner import PairBatches
 from rm.config import RunConfig, save_config, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
-from rm.data.tokenizer import load_tokenizer, train_bpe
+from rm.data.tokenizer import load_tokenizer, train_bpe, training_tokenizer
 from rm.errors import DataError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
@@ -107,7 +107,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
     out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
-    chat_tokenizer = load_tokenizer(named, cfg.model.trust_remote_code) if named else None
+    chat_tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
     with accelerator.main_process_first():
         loaded = load_data(cfg.data, out, chat_tokenizer)
     subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))

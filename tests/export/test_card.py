@@ -125,3 +125,10 @@ def test_the_usage_snippet_runs_and_gives_the_training_time_rewards(
     printed = capsys.readouterr().out
     assert f"'label': 'reward', 'score': {namespace['pipe'](texts[0])[0]['score']}" in printed
     assert namespace["pipe"](texts[0])[0]["score"] == pytest.approx(raw[0].item(), abs=1e-5)
+
+
+def test_the_license_comes_from_export_license_and_the_card_asks_for_it_when_unset():
+    card = render_card(RunConfig(), facts(step=1, final_step=1))
+    assert "license" not in front_matter(card) and "# license: not set. Export with export.license=" in card
+    licensed = render_card(load_config(overrides=["export.license=apache-2.0"]), facts(step=1, final_step=1))
+    assert front_matter(licensed)["license"] == "apache-2.0" and "license: not set" not in licensed

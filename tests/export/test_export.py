@@ -102,6 +102,7 @@ def test_export_scores_like_the_training_time_model(tokenizer, texts, tmp_path, 
     assert fresh.config.num_labels == 1 and fresh.config.pad_token_id == tokenizer.pad_token_id
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",
+        "chat_template.jinja",
         "config.json",
         "model.safetensors",
         "rm_config.yaml",

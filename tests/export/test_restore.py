@@ -60,6 +60,7 @@ def test_the_last_checkpoint_and_the_run_export_to_the_end_of_run_folder_byte_fo
     end_of_run = files(run / "export")
     assert set(end_of_run) == {
         "README.md",
+        "chat_template.jinja",
         "config.json",
         "eval.json",
         "model.safetensors",

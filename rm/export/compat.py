@@ -1,0 +1,105 @@
+"""What other readers of an export need beyond what transformers 5 writes: old transformers, TRL, RewardBench, OpenRLHF.
+
+transformers 5 saves a tokenizer under its own class name (`TokenizersBackend`, unknown to 4.x) and
+keeps the rope settings only inside `rope_parameters`, while 4.x reads `rope_theta` at the top level
+and silently falls back to 10,000 without it. The fixes here are generated from what the model and
+tokenizer hold, not listed per architecture:
+
+- config.json: every key of `rope_parameters` also at the top level (plus `rope_scaling` when the rope
+  is not the default one), and `torch_dtype` next to `dtype`; existing keys are never overwritten.
+- tokenizer_config.json: `PreTrainedTokenizerFast` (reads tokenizer.json in 4.x and 5.x alike),
+  `model_input_names` without `token_type_ids` (decoders' forward rejects them), the chat template
+  also inline (readers that predate chat_template.jinja), no `is_local`/`local_files_only` (facts about
+  where the run loaded it from, not about the tokenizer).
+- the tokenizer: HH chat template when rm rendered the data as HH text, `model_max_length` = the
+  trained `collator.max_length`, truncation from the left (as `rm score` cuts: the response, where the
+  reward is read, stays).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+from transformers import PreTrainedTokenizerBase
+
+from rm.config import RunConfig
+from rm.data.tokenizer import HH_CHAT_TEMPLATE
+
+# Keys that say where a tokenizer was loaded from on the machine that exported it.
+_LOCAL_KEYS = ("is_local", "local_files_only", "name_or_path", "_name_or_path")
+
+
+def template_kind(tokenizer: PreTrainedTokenizerBase, cfg: RunConfig) -> str:
+    """ "tokenizer" when rm rendered message lists with the tokenizer's own template, else "hh"."""
+    own = bool(getattr(tokenizer, "chat_template", None))
+    return "tokenizer" if own and cfg.data.chat_template != "hh" else "hh"
+
+
+def export_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: RunConfig) -> PreTrainedTokenizerBase:
+    """A copy of the run's tokenizer as the export saves it (the caller's object is left as it was)."""
+    tok = copy.deepcopy(tokenizer)
+    if template_kind(tokenizer, cfg) == "hh":
+        tok.chat_template = HH_CHAT_TEMPLATE
+    tok.model_max_length = cfg.collator.max_length
+    tok.truncation_side = "left"
+    tok.padding_side = "right"
+    return tok
+
+
+def _update_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def legacy_config_keys(config: dict) -> dict:
+    """Top-level keys that transformers 4.x reads where 5.x nests or renames them, from `config` itself."""
+    extra = {}
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and rope and not any(isinstance(v, dict) for v in rope.values()):
+        extra.update(rope)  # rope_theta, partial_rotary_factor… (per-layer-type dicts are 5.x only)
+        extra.pop("rope_type", None)
+        if rope.get("rope_type", "default") != "default":
+            extra["rope_scaling"] = dict(rope)
+    if config.get("dtype") is not None:
+        extra["torch_dtype"] = config["dtype"]
+    return {k: v for k, v in extra.items() if k not in config}
+
+
+def fix_config(folder: Path) -> None:
+    _update_json(folder / "config.json", lambda c: c.update(legacy_config_keys(c)))
+
+
+def fix_tokenizer_config(folder: Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    def change(c: dict) -> None:
+        for key in _LOCAL_KEYS:
+            c.pop(key, None)
+        if (folder / "tokenizer.json").is_file():
+            c["tokenizer_class"] = "PreTrainedTokenizerFast"
+        c["model_input_names"] = ["input_ids", "attention_mask"]
+        c["model_max_length"] = tokenizer.model_max_length
+        c["truncation_side"], c["padding_side"] = tokenizer.truncation_side, tokenizer.padding_side
+        template = getattr(tokenizer, "chat_template", None)
+        if isinstance(template, str):
+            c["chat_template"] = template
+
+    _update_json(folder / "tokenizer_config.json", change)
+
+
+def fix_modes(folder: Path) -> None:
+    """Every file readable as any new file is (safetensors writes the weights 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~umask)
+
+
+def finish_folder(folder: Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Apply the fixes above to a folder that `save_pretrained` has just written."""
+    fix_config(folder)
+    fix_tokenizer_config(folder, tokenizer)
+    fix_modes(folder)

@@ -1,0 +1,193 @@
+"""Score the cases of scripts/clients/make_exports.py the way one client does, and compare with `rm score`.
+
+Runs inside the client's own venv (rm is not installed there), on CPU, float32:
+
+    python check_client.py CLIENT WORK_DIR      # CLIENT: transformers, trl, rewardbench, openrlhf
+
+Prints one JSON line per export kind: {"client", "version", "kind", "path", "n", "max_abs_diff", "error"}.
+Each client is driven through its own code where it has some: TRL's GRPOTrainer._calculate_rewards
+(conversational prompts), RewardBench's model config, dialogue formatting and pipeline, OpenRLHF's
+get_llm_for_sequence_regression.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import traceback
+import types
+from pathlib import Path
+
+import torch
+
+KINDS = ("random", "lora", "bos")
+
+
+def load(work: Path, kind: str) -> tuple[list[dict], list[float]]:
+    cases = [json.loads(line) for line in (work / "cases.jsonl").read_text().splitlines()]
+    ref = [json.loads(line) for line in (work / kind / "rm_score.jsonl").read_text().splitlines()]
+    return cases, [r[k] for r in ref for k in ("chosen_reward", "rejected_reward")]
+
+
+def texts_of(cases: list[dict]) -> list[str]:
+    return [c[k] for c in cases for k in ("chosen", "rejected")]
+
+
+def plain_transformers(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """AutoModelForSequenceClassification on a padded, truncated batch; and the pipeline's default output."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    texts = texts_of(cases)
+    with torch.no_grad():
+        batch = tok(texts, padding=True, truncation=True, return_tensors="pt")
+        logits = model(**batch).logits[:, 0].tolist()
+    pipe = pipeline("text-classification", model=model, tokenizer=tok)  # no function_to_apply
+    return {"AutoModel batch": logits, "pipeline default": [pipe(t)[0]["score"] for t in texts]}
+
+
+def trl(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """GRPOTrainer with the export as its reward model: its own _calculate_rewards on conversational prompts."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    prompts, completions = [], []
+    for c in cases:
+        for key in ("chosen_message", "rejected_message"):
+            prompts.append(c["prompt_messages"])
+            completions.append([c[key]])
+    out = tempfile.mkdtemp()
+    args = GRPOConfig(
+        output_dir=out,
+        use_cpu=True,
+        report_to=[],
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        bf16=False,
+        logging_steps=1,
+    )
+    train = Dataset.from_list([{"prompt": p} for p in prompts])
+    # The policy is any causal LM with the same tokenizer; only the reward path is exercised.
+    policy = str(Path(folder).parents[1] / "pretrained-bos")
+    trainer = GRPOTrainer(model=policy, reward_funcs=str(folder), args=args, train_dataset=train)
+    inputs = [{"prompt": p} for p in prompts]
+    rewards = trainer._calculate_rewards(inputs, prompts, completions, [[0]] * len(prompts))
+    return {"GRPOTrainer._calculate_rewards": rewards[:, 0].tolist()}
+
+
+def rewardbench(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """RewardBench's default seq-classifier config, its chat-template formatting and its pipeline, on CPU.
+
+    Its pipeline sends inputs to "cuda" unconditionally; BatchEncoding.to is redirected to the CPU."""
+    import transformers
+    from rewardbench.models import REWARD_MODEL_CONFIG
+    from rewardbench.utils import check_tokenizer_chat_template, prepare_dialogue_from_tokenizer
+    from transformers import AutoTokenizer
+
+    original_to = transformers.BatchEncoding.to
+    transformers.BatchEncoding.to = lambda self, device, **kw: original_to(self, "cpu", **kw)
+    config = REWARD_MODEL_CONFIG["default"]
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert check_tokenizer_chat_template(tok), "no chat template: RewardBench would fall back to fastchat"
+    tok.padding_side = "left"  # as rewardbench.py sets it
+    model = config["model_builder"](str(folder), torch_dtype=torch.float32, device_map="cpu")
+    pipe = config["pipeline_builder"]("text-classification", model=model, tokenizer=tok)
+    texts = []
+    for c in cases:
+        example = {"prompt": c["prompt_messages"], "chosen": c["chosen_message"]["content"]}
+        example["rejected"] = c["rejected_message"]["content"]
+        if len(c["prompt_messages"]) == 1:
+            example["prompt"] = c["prompt_messages"][0]["content"]
+        example = prepare_dialogue_from_tokenizer(example, tok)
+        texts += [example["text_chosen"], example["text_rejected"]]
+    kwargs = {"batch_size": 8, "truncation": False, "padding": True, "max_length": 2048, "function_to_apply": "none"}
+    return {"RewardBenchPipeline": pipe(texts, **kwargs)[:, 0].tolist()}
+
+
+def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """get_llm_for_sequence_regression(model_type="reward"), tokenized as OpenRLHF does (chat template,
+    add_special_tokens=False, right padding); raw and with normalize_reward (config.mean / config.std).
+
+    Two stand-ins, because OpenRLHF installs only with CUDA: `flash_attn` (imported at module level by
+    its ring-attention helpers, unused without sample packing) is an empty module, and param_dtype
+    accepts "fp32" (OpenRLHF knows only bf16/fp16; float32 is needed to compare at 1e-4)."""
+    import transformers.modeling_utils  # noqa: F401 - before the stubs, so transformers sees no flash_attn
+
+    stubs = ("flash_attn", "flash_attn.bert_padding", "flash_attn.utils", "flash_attn.utils.distributed")
+    for name in stubs:
+        module = sys.modules.setdefault(name, types.ModuleType(name))
+        for attr in ("index_first_axis", "pad_input", "rearrange", "unpad_input", "all_gather"):
+            setattr(module, attr, None)
+    import openrlhf.utils.utils as utils
+    from openrlhf.models import get_llm_for_sequence_regression
+    from transformers import AutoTokenizer
+
+    for name in stubs:  # only OpenRLHF's imports see them; transformers finds no flash_attn
+        del sys.modules[name]
+
+    original = utils.convert_to_torch_dtype
+    utils.convert_to_torch_dtype = lambda d: torch.float32 if d == "fp32" else original(d)
+    tok = AutoTokenizer.from_pretrained(folder)
+    texts = []
+    for c in cases:
+        for key in ("chosen_message", "rejected_message"):
+            texts.append(tok.apply_chat_template(c["prompt_messages"] + [c[key]], tokenize=False))
+    batch = tok(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    out = {}
+    for normalize in (False, True):
+        model = get_llm_for_sequence_regression(
+            str(folder), "reward", param_dtype="fp32", normalize_reward=normalize, attn_implementation="sdpa"
+        ).eval()
+        with torch.no_grad():
+            out["normalized" if normalize else "raw"] = model(batch["input_ids"], batch["attention_mask"]).tolist()
+        config = json.loads((folder / "config.json").read_text())
+        read = (model.mean.item(), model.std.item())
+        if normalize and read != (config["mean"], config["std"]):
+            out["normalized"] = {
+                "client_bug": True,
+                "error": "OpenRLHF's normalize_reward does not see config.json's mean/std: it copies them into "
+                "non-persistent buffers in __init__, which transformers 5 runs on the meta device, so they are "
+                "lost when the weights load",
+                "detail": f"holds mean {read[0]:.3g}, std {read[1]:.3g}; config.json {config['mean']:.4g}, "
+                f"{config['std']:.4g}",
+            }
+    return out
+
+
+CLIENTS = {"transformers": plain_transformers, "trl": trl, "rewardbench": rewardbench, "openrlhf": openrlhf}
+PACKAGE = {"transformers": "transformers", "trl": "trl", "rewardbench": "rewardbench", "openrlhf": "openrlhf"}
+
+
+def main(client: str, work: Path) -> None:
+    from importlib.metadata import version
+
+    label = f"{PACKAGE[client]} {version(PACKAGE[client])}"
+    if client != "transformers":
+        label += f" (transformers {version('transformers')})"
+    for kind in KINDS:
+        folder = work / kind / "export"
+        cases, ref = load(work, kind)
+        row = {"client": label, "kind": kind, "n": len(ref)}
+        try:
+            results = CLIENTS[client](folder, cases)
+        except Exception as e:  # noqa: BLE001 - reported in the table, with the traceback on stderr
+            traceback.print_exc()
+            print(json.dumps(row | {"path": "-", "max_abs_diff": None, "error": f"{type(e).__name__}: {e}"[:200]}))
+            continue
+        config = json.loads((folder / "config.json").read_text())
+        for path, got in results.items():
+            if isinstance(got, dict):  # a fault of the client's own, found and explained by the check
+                print(json.dumps(row | {"path": path, "max_abs_diff": None} | got), flush=True)
+                continue
+            want = ref
+            if path == "normalized":
+                want = [(r - config["mean"]) / config["std"] for r in ref]
+            diff = max(abs(a - b) for a, b in zip(got, want, strict=True))
+            print(json.dumps(row | {"path": path, "max_abs_diff": diff, "error": ""}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))

@@ -1,0 +1,156 @@
+"""Fresh exports and `rm score`'s rewards for scripts/check_clients.sh (runs in rm's own venv).
+
+Three short runs on rm's generated data, each exported at its end: `random` (random-init Llama, BPE
+trained here), `lora` (LoRA, merged at export) and `bos` (a local "pretrained" Llama whose tokenizer
+adds <s> in front of every text and whose rope theta is 500,000, which transformers 4.x misreads when
+config.json keeps it only inside `rope_parameters`). Then cases from the real HH file (multi-turn
+conversations whose text the chat template reproduces exactly, short enough for every run's
+max_length) and `rm score`'s rewards for them, per export: the reference every client must reproduce.
+
+    python scripts/clients/make_exports.py WORK_DIR
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+from tokenizers import processors  # noqa: E402
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from rm.config import load_config  # noqa: E402
+from rm.data import synthetic  # noqa: E402
+from rm.data.formats.hh import parse_turns  # noqa: E402
+from rm.data.load import load_pairs  # noqa: E402
+from rm.data.tokenizer import train_bpe  # noqa: E402
+from rm.training.run import main as train  # noqa: E402
+
+HH = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+MAX_LENGTH = 256
+N_CASES = 16
+RUN = [
+    "data.synthetic.n_train=600",
+    "data.synthetic.n_eval=60",
+    "model.random_init.hidden_size=64",
+    "model.random_init.intermediate_size=128",
+    "model.random_init.num_hidden_layers=2",
+    "model.random_init.num_attention_heads=4",
+    f"model.random_init.max_position_embeddings={MAX_LENGTH}",
+    "tokenizer.vocab_size=2000",
+    f"collator.max_length={MAX_LENGTH}",
+    "train.batch_size=16",
+    "train.max_steps=30",
+    "train.eval_steps=0",
+    "train.log_steps=10",
+    "train.report_to=[]",
+    "export.normalize=true",
+]
+
+
+def pretrained_with_bos(folder: Path, data_root: Path) -> Path:
+    pairs = load_pairs(str(data_root), "train", [])
+    tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=2000)
+    tok.add_special_tokens({"bos_token": "<s>"})
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tok.bos_token_id)]
+    )
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=MAX_LENGTH,
+        rope_theta=500000.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def messages_of(text: str) -> list[dict] | None:
+    """HH text as messages, or None unless the HH chat template gives the text back exactly."""
+    try:
+        turns = parse_turns(text)
+    except ValueError:
+        return None
+    if not turns or turns[-1].role != "Assistant" or not all(t.text.startswith(" ") for t in turns):
+        return None
+    roles = {"Human": "user", "Assistant": "assistant"}
+    return [{"role": roles[t.role], "content": t.text[1:]} for t in turns]
+
+
+def cases(exports: list[Path]) -> list[dict]:
+    tokenizers = [AutoTokenizer.from_pretrained(e) for e in exports]
+    out = []
+    with gzip.open(HH, "rt") as f:
+        for line in f:
+            record = json.loads(line)
+            chosen, rejected = messages_of(record["chosen"]), messages_of(record["rejected"])
+            if not chosen or not rejected or chosen[:-1] != rejected[:-1] or chosen == rejected:
+                continue
+            texts = (record["chosen"], record["rejected"])
+            if any(len(t(x)["input_ids"]) > MAX_LENGTH for t in tokenizers for x in texts):
+                continue
+            if any(
+                t.apply_chat_template(m, tokenize=False) != x
+                for t in tokenizers
+                for m, x in zip((chosen, rejected), texts, strict=True)
+            ):
+                continue
+            out.append(
+                {
+                    "chosen": texts[0],
+                    "rejected": texts[1],
+                    "prompt_messages": chosen[:-1],
+                    "chosen_message": chosen[-1],
+                    "rejected_message": rejected[-1],
+                }
+            )
+            if len(out) == N_CASES:
+                return out
+    return out
+
+
+def main(work: Path) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    data = synthetic.write_dataset(work / "synthetic-for-bos-tokenizer", n_train=600, n_eval=10, seed=1)
+    base = pretrained_with_bos(work / "pretrained-bos", data)
+    quickstart = REPO / "configs" / "quickstart.yaml"
+    runs = {
+        "random": [],
+        "lora": ["model.lora.r=8", "train.lr=1e-2"],
+        "bos": [f"model.name_or_path={base}"],
+    }
+    for name, extra in runs.items():
+        if not (work / name / "export" / "config.json").is_file():
+            train(load_config(quickstart, RUN + extra + [f"output_dir={work / name}"]))
+    exports = [work / name / "export" for name in runs]
+    found = cases(exports)
+    if len(found) < N_CASES:
+        raise SystemExit(f"only {len(found)} usable HH cases in {HH}")
+    with open(work / "cases.jsonl", "w") as f:
+        f.writelines(json.dumps(c) + "\n" for c in found)
+    for name in runs:
+        out = work / name / "rm_score.jsonl"
+        cmd = [sys.executable, "-m", "rm", "score", "--model", str(work / name / "export")]
+        env = os.environ | {"PYTHONPATH": str(REPO)}
+        subprocess.run([*cmd, "--input", str(work / "cases.jsonl"), "--out", str(out)], check=True, cwd=REPO, env=env)
+    print(f"exports and rm score references in {work}: {', '.join(runs)}; {len(found)} cases")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
