@@ -1,11 +1,12 @@
-"""Scoring throughput (no gradients): rm's shared layout, rm's padded layout and TRL's evaluate, interleaved.
+"""Scoring throughput (no gradients) at equal pairs per batch: TRL's evaluate and rm's layouts, interleaved.
 
     python scripts/bench_eval.py                 # two passes over ~2,250 real HH pairs per mode
     python scripts/bench_eval.py --passes 1 --limit 300 --slice 5   # a quick smoke run
 
-Same model, tokenizer and token ids as scripts/bench_train.py (see there and benchlib.py). TRL runs
-`RewardTrainer.evaluate` at its default of 8 pairs per batch; rm padded scores 8 pairs per batch
-through the same function training's eval uses; rm shared packs pairs by a token budget.
+Same model, tokenizer and token ids as scripts/bench_train.py (see there and benchlib.py). Every mode
+scores 8 pairs per batch: TRL runs `RewardTrainer.evaluate`; rm padded, rm packed (prompt duplicated)
+and rm shared score through the function training's eval uses, the packed layouts packing the 8 pairs
+of a batch into rows (length-grouped, as rm's eval does with a token budget).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def all_pairs(work: Path, limit: int) -> list[dict]:
 def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit: int) -> None:
     from transformers import AutoTokenizer
 
-    from rm.collate.pack import SharedCollator
+    from rm.collate.pack import PackedCollator, SharedCollator
     from rm.collate.padded import PaddedCollator
     from rm.collate.planner import PairBatches
     from rm.data.encode import EncodedPair
@@ -42,8 +43,9 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit:
     ]
     layout = mode.removeprefix("rm-")
     model = RewardModel(benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)).eval()
-    collate = SharedCollator(tok.pad_token_id) if layout == "shared" else PaddedCollator(tok.pad_token_id)
-    batches = PairBatches(pairs, layout, BATCH, budget if layout == "shared" else 0, shuffle=False)
+    collate = {"shared": SharedCollator, "packed": PackedCollator, "padded": PaddedCollator}[layout](tok.pad_token_id)
+    # 8 pairs a batch in every mode; the packed layouts group pairs by length (padding costs them nothing else)
+    batches = PairBatches(pairs, layout, BATCH, shuffle=False, group_by_length=layout != "padded")
     checksum = 0.0
     with torch.no_grad():
         for i, b in enumerate(b for _ in range(passes) for b in batches):
@@ -112,6 +114,7 @@ def trl_worker(work: Path, seed: int, passes: int, limit: int) -> None:
 
 def main() -> None:
     ap = benchlib.arguments(__doc__, "bench_eval", budget=4096, slice_s=15.0)
+    ap.set_defaults(modes="trl,rm-padded,rm-packed,rm-shared")
     ap.add_argument("--passes", type=int, default=2, help="passes over the pairs per mode")
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -147,12 +150,16 @@ def main() -> None:
             f"{mode:<10} {r['pairs_per_s']:8.2f} {r['tokens_per_s']:10.0f} {r['slots_per_s']:9.0f} "
             f"{r['peak_rss_mb']:7.0f}MB {r['mfu']:6.1%} {r['turns']:5d}"
         )
-    if "rm-shared" in rows and "rm-padded" in rows:
-        same = abs(rows["rm-shared"]["checksum"] - rows["rm-padded"]["checksum"])
-        print(f"sum of reward gaps, shared vs padded: differ by {same:.2e} (same model, same pairs)")
+    for layout in ("rm-shared", "rm-packed"):
+        if layout in rows and "rm-padded" in rows:
+            same = abs(rows[layout]["checksum"] - rows["rm-padded"]["checksum"])
+            print(f"sum of reward gaps, {layout} vs rm-padded: differ by {same:.2e} (same model, same pairs)")
     print(f"matmul peak (fp32, 1024^2, median of {len(peaks)}): {statistics.median(peaks):.1f} GFLOP/s; "
           f"useful FLOPs per pair {per_pair / 1e9:.2f} GFLOP (forward, prompt counted once)")  # fmt: skip
-    print(benchlib.summary_line(rows))
+    extra = {"pairs_per_batch": BATCH}
+    if "rm-packed" in rows:
+        extra["packed_pairs_per_s"] = round(rows["rm-packed"]["pairs_per_s"], 3)
+    print(benchlib.summary_line(rows, extra))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,26 @@
-"""Training throughput: rm's shared layout, rm's padded layout and TRL's RewardTrainer, interleaved.
+"""Training throughput at equal work per step: TRL's RewardTrainer and rm's layouts, interleaved.
 
-    python scripts/bench_train.py                       # one epoch of ~1,850 real HH pairs per mode
-    python scripts/bench_train.py --limit 200 --slice 10   # a quick smoke run
+    python scripts/bench_train.py                          # one epoch of ~1,850 real HH pairs per mode
+    python scripts/bench_train.py --size medium            # the same with a ~30M-parameter Llama
+    python scripts/bench_train.py --limit 200 --slice 4    # a quick smoke run
 
-All modes train the same random-init Llama (hidden 256, 4 layers, 4 heads; vocab from a BPE trained
-on the data) on the same token ids of the same real harmless-base pairs for one epoch, lr 1e-4,
-linear decay, no warm-up, fp32, gradient checkpointing off (TRL's default turns it on, which is
-slower on this machine). TRL and rm padded take 8 pairs per step; rm shared takes a token budget
-that holds 8 pairs on average, length-grouped. See benchlib.py for how the modes are interleaved.
-Needs the `bench` extra (TRL): pip install -e '.[bench]'.
+Modes (all: 8 pairs per optimizer step, the same optimizer steps, the same random-init Llama — small:
+hidden 256, 4 layers, ~5M parameters; medium: hidden 512, 8 layers, ~30M — on the same token ids of
+the same real harmless-base pairs, one epoch, lr 1e-4, linear decay, no warm-up, fp32, gradient
+checkpointing off):
+- trl, trl-grouped: TRL's RewardTrainer, random batches / `train_sampling_strategy="group_by_length"`;
+- rm-padded, rm-padded-grouped: rm's padded layout (two rows a pair), random / length-grouped batches;
+- rm-packed: padding-free packing with the prompt duplicated (`collator.layout=packed`), length-grouped;
+- rm-shared: the shared-prefix layout (`collator.layout=shared`), length-grouped.
+Columns mean the same in every mode: useful tokens count each prompt once (so useful tok/s is pairs/s
+times this data's useful tokens per pair); slots are the token positions the model computed, padding
+included. The run also prints the ceiling of sharing over packing on this data (packed slots per pair
+over shared slots per pair) and how much of it rm shared's measured speed-up over rm packed reaches.
+See benchlib.py for how the modes are interleaved. Needs TRL: pip install -e '.[bench]'.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +30,15 @@ import torch
 
 LR = 1e-4
 BATCH = 8
+# mode -> (layout or "trl", length-grouped batches)
+MODES = {
+    "trl": ("trl", False),
+    "trl-grouped": ("trl", True),
+    "rm-padded": ("padded", False),
+    "rm-padded-grouped": ("padded", True),
+    "rm-packed": ("packed", True),
+    "rm-shared": ("shared", True),
+}
 
 
 def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
@@ -30,7 +46,7 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
     from rm.training.run import main
 
     progress = benchlib.Progress(work / f"{mode}.progress")
-    layout = mode.removeprefix("rm-")
+    layout, grouped = MODES[mode]
     m = benchlib.MODEL
     overrides = [
         f"output_dir={work / mode}",
@@ -43,8 +59,9 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
         "model.random_init.max_position_embeddings=1024",
         "collator.max_length=512",
         f"collator.layout={layout}",
-        f"collator.max_tokens={budget if layout == 'shared' else 0}",
-        f"collator.eval_max_tokens={4 * budget if layout == 'shared' else 0}",
+        "collator.max_tokens=0",  # a fixed pair count in every mode; packed layouts pack inside the batch
+        f"collator.group_by_length={str(grouped).lower()}",
+        f"collator.eval_max_tokens={4 * budget if layout != 'padded' else 0}",
         f"train.batch_size={BATCH}",
         "train.eval_batch_size=32",
         "train.epochs=1",
@@ -68,10 +85,12 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
         progress.step(len(batch["subset_ids"]), int(real), batch["input_ids"].numel(), loss.item())
 
     result = main(load_config(None, overrides), on_batch=on_batch)
-    progress.finish(accuracy=result["overall"]["accuracy"], n_eval=result["overall"]["n"])
+    progress.finish(
+        accuracy=result["overall"]["accuracy"], n_eval=result["overall"]["n"], steps=result["train"]["steps"]
+    )
 
 
-def trl_worker(work: Path, seed: int) -> None:
+def trl_worker(mode: str, work: Path, seed: int) -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import RewardConfig, RewardTrainer
@@ -82,13 +101,16 @@ def trl_worker(work: Path, seed: int) -> None:
     from rm.evaluation.summary import summarize
     from rm.model.reward import RewardModel, pair_rewards
 
-    progress = benchlib.Progress(work / "trl.progress")
+    progress = benchlib.Progress(work / f"{mode}.progress")
+    grouped = MODES[mode][1]
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")
     ids = benchlib.load_ids(work)
     train = Dataset.from_dict(
         {
             "chosen_ids": [p["prompt"] + p["chosen"] for p in ids["train"]],
             "rejected_ids": [p["prompt"] + p["rejected"] for p in ids["train"]],
+            # what length-grouped sampling sorts by: the longer of the two sequences
+            "length": [len(p["prompt"]) + max(len(p["chosen"]), len(p["rejected"])) for p in ids["train"]],
         }
     )
     model = benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)
@@ -113,6 +135,8 @@ def trl_worker(work: Path, seed: int) -> None:
         disable_tqdm=True,
         seed=seed,
         dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if grouped else "random",
+        remove_unused_columns=False,  # keep `length` for the sampler (the collator reads only the ids)
     )
     counts = {"pairs": 0, "tokens": 0, "slots": 0, "loss": 0.0, "steps": 0}
 
@@ -147,7 +171,7 @@ def trl_worker(work: Path, seed: int) -> None:
             chosen.append(c)
             rejected.append(r)
     summary = summarize(torch.cat(chosen), torch.cat(rejected))
-    progress.finish(accuracy=summary["accuracy"], n_eval=summary["n"])
+    progress.finish(accuracy=summary["accuracy"], n_eval=summary["n"], steps=counts["steps"])
 
 
 def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_pairs: list[dict]) -> dict:
@@ -157,53 +181,82 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
     cfg = AutoConfig.for_model("llama", **benchlib.MODEL)
     flops_per_pair = benchlib.useful_flops(prep_pairs, n_params, cfg.num_hidden_layers, cfg.hidden_size, True)
     flops_per_pair /= len(prep_pairs)
+    useful_per_pair = statistics.mean(len(p["prompt"]) + len(p["chosen"]) + len(p["rejected"]) for p in prep_pairs)
     peak = statistics.median(peaks) * 1e9
     rows = {m: benchlib.rates(work / f"{m}.progress", turns[m]) for m in modes}
-    head = f"{'mode':<10} {'pairs/s':>8} {'real tok/s':>10} {'slots/s':>9} {'peak RSS':>9} {'final loss':>10}"
-    head += f" {'held-out acc':>12} {'MFU':>6} {'turns':>5}"
+    head = (
+        f"{'mode':<18} {'pairs/s':>7} {'min-max':>11} {'useful tok/s':>12} {'slots/s':>8} {'slots/pair':>10} "
+        f"{'peak RSS':>8} {'held-out acc':>14} {'steps':>5} {'pairs/step':>10} {'MFU':>6} {'turns':>5}"
+    )
     print(head)
     print("-" * len(head))
     for m, r in rows.items():
-        losses = r["losses"]
-        tail = statistics.mean(losses[-max(1, len(losses) // 10) :]) if losses else float("nan")
-        r["final_loss"] = tail
+        last = benchlib._last(work / f"{m}.progress")
+        r["slots_per_pair"] = last["slots"] / last["pairs"] if last.get("pairs") else float("nan")
+        r["pairs_per_step"] = len(prep_pairs) / r["steps"] if r.get("steps") else float("nan")
         r["mfu"] = r["pairs_per_s"] * flops_per_pair / peak
+        se = (r["accuracy"] * (1 - r["accuracy"]) / max(1, r["n_eval"])) ** 0.5
         print(
-            f"{m:<10} {r['pairs_per_s']:8.2f} {r['tokens_per_s']:10.0f} {r['slots_per_s']:9.0f} "
-            f"{r['peak_rss_mb']:7.0f}MB {tail:10.4f} {r['accuracy']:12.4f} {r['mfu']:6.1%} {r['turns']:5d}"
+            f"{m:<18} {r['pairs_per_s']:7.2f} {r['pairs_per_s_min']:5.1f}-{r['pairs_per_s_max']:<5.1f} "
+            f"{r['pairs_per_s'] * useful_per_pair:12.0f} {r['slots_per_s']:8.0f} {r['slots_per_pair']:10.1f} "
+            f"{r['peak_rss_mb']:6.0f}MB {r['accuracy']:7.4f}±{se:.4f} {r['steps']:5d} {r['pairs_per_step']:10.2f} "
+            f"{r['mfu']:6.1%} {r['turns']:5d}"
         )
     print(f"\nmatmul peak (fp32, 1024^2, median of {len(peaks)}): {statistics.median(peaks):.1f} GFLOP/s "
           f"(min {min(peaks):.1f}, max {max(peaks):.1f}); useful FLOPs per pair {flops_per_pair / 1e9:.2f} GFLOP "
-          "(prompt counted once, forward + backward)")  # fmt: skip
-    quarters = {}
-    for m, r in rows.items():
-        losses = r["losses"]
-        q = max(1, len(losses) // 4)
-        quarters[m] = [round(statistics.mean(losses[i : i + q]), 4) for i in range(0, q * 4, q) if losses[i : i + q]]
-    print("mean loss per quarter of the epoch:", json.dumps(quarters))
+          f"(prompt counted once, forward + backward); useful tokens per pair {useful_per_pair:.1f}")  # fmt: skip
+    if "rm-packed" in rows and "rm-shared" in rows:
+        packed, shared = rows["rm-packed"], rows["rm-shared"]
+        ceiling = packed["slots_per_pair"] / shared["slots_per_pair"]
+        speedup = shared["pairs_per_s"] / packed["pairs_per_s"]
+        print(f"sharing over packing: token-count ceiling {ceiling:.3f}x (packed slots / shared slots per pair); "
+              f"measured {speedup:.3f}x = {speedup / ceiling:.1%} of the ceiling")  # fmt: skip
     return rows
 
 
+def extra_summary(rows: dict) -> dict:
+    """The keys the final JSON line adds to benchlib.summary_line's."""
+    speed = {m: r["pairs_per_s"] for m, r in rows.items()}
+    extra = {"pairs_per_step": {m: round(r["pairs_per_step"], 3) for m, r in rows.items()}}
+    extra |= {"packed_pairs_per_s": round(speed.get("rm-packed", float("nan")), 3)}
+    extra |= {"trl_grouped_pairs_per_s": round(speed.get("trl-grouped", float("nan")), 3)}
+    if "rm-packed" in rows and "rm-shared" in rows:
+        ceiling = rows["rm-packed"]["slots_per_pair"] / rows["rm-shared"]["slots_per_pair"]
+        extra["ceiling_shared_over_packed"] = round(ceiling, 3)
+        extra["shared_over_packed"] = round(speed["rm-shared"] / speed["rm-packed"], 3)
+        extra["fraction_of_ceiling"] = round(extra["shared_over_packed"] / ceiling, 3)
+    if "trl-grouped" in rows and "rm-shared" in rows:
+        extra["speedup_vs_trl_grouped"] = round(speed["rm-shared"] / speed["trl-grouped"], 3)
+    return extra
+
+
 def main() -> None:
-    ap = benchlib.arguments(__doc__, "bench_train", budget=1536, slice_s=20.0)
+    ap = benchlib.arguments(__doc__, "bench_train", budget=1536, slice_s=8.0)
+    ap.set_defaults(modes=",".join(MODES))
     ap.add_argument("--n-eval", type=int, default=381, help="held-out pairs (2,312 - 381 = 1,931 as in issue 3)")
+    ap.add_argument(
+        "--size", choices=sorted(benchlib.SIZES), default="small", help="model width (small ~5M, medium ~30M)"
+    )
     args = ap.parse_args()
+    benchlib.set_size(args.size)
     torch.set_num_threads(2)
     if args.worker:
-        if args.worker == "trl":
-            trl_worker(args.work, args.seed)
+        if MODES[args.worker][0] == "trl":
+            trl_worker(args.worker, args.work, args.seed)
         else:
             rm_worker(args.worker, args.work, args.seed, args.budget)
         return
     modes = args.modes.split(",")
     prep = benchlib.prepare(args.data, args.work, args.n_eval, 512, 8192, args.seed, args.limit)
-    print(f"{len(prep.train)} train / {len(prep.eval)} held-out pairs ({prep.dropped} longer than 512 left out)")
+    print(f"{len(prep.train)} train / {len(prep.eval)} held-out pairs ({prep.dropped} longer than 512 left out); "
+          f"model: {args.size} {benchlib.MODEL}")  # fmt: skip
     for m in modes:
         (args.work / f"{m}.progress").unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
+    cmd += ["--size", args.size]
     turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
     rows = report(args.work, modes, turns, peaks, prep.train)
-    print(benchlib.summary_line(rows))
+    print(benchlib.summary_line(rows, extra_summary(rows)))
 
 
 if __name__ == "__main__":

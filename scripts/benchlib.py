@@ -33,6 +33,17 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "
 # The model of issue 3: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
 PARTS = ("prompt", "chosen", "rejected")
 MODEL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
+# Random Llamas of two widths: ~5M and ~30M parameters with an 8k vocabulary (`--size`).
+SIZES = {
+    "small": dict(MODEL),
+    "medium": {"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8, "intermediate_size": 1376},
+}
+
+
+def set_size(name: str) -> None:
+    """Make every later `random_model` and worker config use the model size `name` (in place)."""
+    MODEL.clear()
+    MODEL.update(SIZES[name])
 
 
 @dataclass
@@ -237,6 +248,8 @@ def rates(path: Path, turns: list[tuple[float, float]]) -> dict:
         f"{k}_per_s": statistics.median(b[k] / b["time"] for b in counted) if counted else float("nan")
         for k in ("pairs", "tokens", "slots")
     }
+    per_s = [b["pairs"] / b["time"] for b in counted]
+    out["pairs_per_s_min"], out["pairs_per_s_max"] = (min(per_s), max(per_s)) if per_s else (float("nan"),) * 2
     out["turns"] = len(counted)
     total_time = sum(b["time"] for b in per_turn)
     out["overall_pairs_per_s"] = (steps[-1]["pairs"] / total_time) if steps and total_time else float("nan")
@@ -264,8 +277,8 @@ def non_embedding_params() -> int:
     return sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
 
 
-def summary_line(rows: dict) -> str:
-    """The last line of both benchmarks: median pairs/s per mode and shared's speed-up over TRL."""
+def summary_line(rows: dict, extra: dict | None = None) -> str:
+    """The last line of both benchmarks: median pairs/s per mode and shared's speed-up over TRL (+ `extra`)."""
     speeds = {m: rows[m]["pairs_per_s"] if m in rows else float("nan") for m in ("trl", "rm-padded", "rm-shared")}
     line = {
         "trl_pairs_per_s": round(speeds["trl"], 3),
@@ -273,4 +286,4 @@ def summary_line(rows: dict) -> str:
         "shared_pairs_per_s": round(speeds["rm-shared"], 3),
     }
     line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
-    return json.dumps(line)
+    return json.dumps(line | (extra or {}))

@@ -112,3 +112,43 @@ class SharedCollator:
             "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
             "pair_index": torch.tensor([p.index for p in batch]),
         }
+
+
+class PackedCollator:
+    """Padding-free packing with the prompt duplicated: `[p0 c0] [p0 r0] [p1 c1] …`, each sequence its own
+    segment, several per row (the baseline prefix sharing is measured against; Wang & Hegde 2024).
+
+    Same tensors as `SharedCollator`, so the model and the masks are the same: each sequence is a
+    group of its own (`pair_ids` counts sequences, two per pair), so it attends only to itself,
+    causally, as in a forward of its own. Worked example, pad id 0, pairs A = (prompt [5, 6], chosen
+    [8], rejected [11, 12]) and B = (prompt [7], chosen [9, 10], rejected [13]), pack_length 7
+    (sequences first-fit into rows, longest first):
+
+        input_ids    = [[5, 6, 11, 12, 5, 6, 8], [7, 9, 10, 7, 13, 0, 0]]
+        position_ids = [[0, 1, 2,  3,  0, 1, 2], [0, 1, 2,  0, 1,  0, 0]]
+        pair_ids     = [[1, 1, 1,  1,  0, 0, 0], [2, 2, 2,  3, 3, -1, -1]]   # one group per sequence
+        segment_ids  = [[0, 0, 1,  1,  0, 0, 1], [0, 1, 1,  0, 1, -1, -1]]   # 0 prompt, 1 its response
+        chosen_index   = [6, 9]                  # flat index of each chosen sequence's last token
+        rejected_index = [3, 11]
+    """
+
+    def __init__(self, pad_token_id: int, pack_length: int = 0):
+        self.pad_token_id = pad_token_id
+        self.pack_length = pack_length
+
+    def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
+        groups = [(p.prompt_ids, [r]) for p in batch for r in (p.chosen_ids, p.rejected_ids)]
+        tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
+        return {
+            **tensors,
+            "chosen_index": torch.tensor([ends[2 * i][0] for i in range(len(batch))]),
+            "rejected_index": torch.tensor([ends[2 * i + 1][0] for i in range(len(batch))]),
+            "subset_ids": torch.tensor([p.subset_id for p in batch]),
+            "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
+            "pair_index": torch.tensor([p.index for p in batch]),
+        }
+
+
+def sequence_lengths(p: EncodedPair) -> tuple[int, int]:
+    """The packed layout's two sequences of a pair: prompt + chosen and prompt + rejected."""
+    return len(p.prompt_ids) + len(p.chosen_ids), len(p.prompt_ids) + len(p.rejected_ids)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from torch.utils.data import Sampler
 
-from rm.collate.pack import pair_length
+from rm.collate.pack import pair_length, sequence_lengths
 from rm.data.encode import EncodedPair
 
 
@@ -38,12 +38,19 @@ def padded_cost(pairs: list[EncodedPair]) -> int:
     return 2 * len(pairs) * width
 
 
+def packed_cost(pairs: list[EncodedPair], pack_length: int) -> int:
+    """Token slots of a packed micro-batch (prompt duplicated): its sequences first-fit into rows."""
+    return shared_cost(sorted((n for p in pairs for n in sequence_lengths(p)), reverse=True), pack_length)
+
+
 class PairBatches(Sampler[list[int]]):
     """Yields lists of dataset indices, one per micro-batch.
 
     `max_tokens == 0`: `batch_size` pairs in random order (or in order when not shuffling), the way
-    most trainers batch. `max_tokens > 0`: length-grouped micro-batches of at most `max_tokens` token
-    slots in the given layout (a single pair larger than the budget still gets a micro-batch).
+    most trainers batch; with `group_by_length`, pairs of similar length, the way TRL's length-grouped
+    sampling batches (sorted within windows of `group_pairs` shuffled pairs, batches shuffled).
+    `max_tokens > 0`: length-grouped micro-batches of at most `max_tokens` token slots in the given
+    layout (a single pair larger than the budget still gets a micro-batch).
     """
 
     def __init__(
@@ -56,6 +63,7 @@ class PairBatches(Sampler[list[int]]):
         seed: int = 0,
         group_pairs: int = 512,
         pack_length: int = 0,
+        group_by_length: bool = False,
     ):
         self.pairs = pairs
         self.layout = layout
@@ -65,6 +73,7 @@ class PairBatches(Sampler[list[int]]):
         self.seed = seed
         self.group_pairs = group_pairs
         self.pack_length = pack_length
+        self.group_by_length = group_by_length
         self.epoch = 0
         self._cache: tuple[int, list[list[int]]] | None = None
 
@@ -81,9 +90,17 @@ class PairBatches(Sampler[list[int]]):
         order = list(range(len(self.pairs)))
         if self.shuffle:
             rng.shuffle(order)
-        if self.max_tokens <= 0:
-            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         lengths = [pair_length(p) for p in self.pairs]
+        if self.max_tokens <= 0 and not self.group_by_length:
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.max_tokens <= 0:  # a fixed pair count, length-grouped
+            out = []
+            for start in range(0, len(order), self.group_pairs):
+                window = sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
+                out += [window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)]
+            if self.shuffle:
+                rng.shuffle(out)
+            return out
         out: list[list[int]] = []
         for start in range(0, len(order), self.group_pairs):
             window = sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
@@ -101,6 +118,8 @@ class PairBatches(Sampler[list[int]]):
     def _cost(self, batch: list[int], lengths: list[int]) -> int:
         if self.layout == "shared":
             return shared_cost([lengths[i] for i in batch], self.pack_length)
+        if self.layout == "packed":
+            return packed_cost([self.pairs[i] for i in batch], self.pack_length)
         return padded_cost([self.pairs[i] for i in batch])
 
     def __iter__(self) -> Iterator[list[int]]:

@@ -151,14 +151,18 @@ class CollatorConfig:
     max_length: int = 512
     """Longest prompt+response in tokens; longer prompts lose whole turns from the left."""
     layout: str = "auto"
-    """`shared` (prompt once, pairs packed, no padding), `padded` (two padded rows a pair), or `auto`: shared
-    where the model reproduces separate forwards with it, else padded (logged with the reason)."""
+    """`shared` (prompt once, pairs packed, no padding), `packed` (no padding, each sequence with its own copy of
+    the prompt), `padded` (two padded rows a pair), or `auto`: shared where the model reproduces separate
+    forwards with it, else padded (logged with the reason)."""
     max_tokens: int = 0
     """Token budget of a training micro-batch, padding included; 0 uses `train.batch_size` pairs instead."""
     eval_max_tokens: int = 0
     """Token budget of an eval micro-batch; 0 uses `train.eval_batch_size` pairs instead."""
     group_pairs: int = 512
-    """With a token budget, pairs are sorted by length within windows of this many shuffled pairs."""
+    """With a token budget (or group_by_length), pairs are sorted by length within windows of this many shuffled
+    pairs."""
+    group_by_length: bool = False
+    """With a fixed pair count (max_tokens 0): micro-batches of pairs of similar length (less padding)."""
     pack_length: int = 0
     """Row width of the shared layout; 0 makes rows as wide as the longest pair of the micro-batch."""
 
@@ -249,7 +253,7 @@ class RunConfig:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "collator.layout": ("auto", "shared", "padded"),
+    "collator.layout": ("auto", "shared", "packed", "padded"),
     "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team"),
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),

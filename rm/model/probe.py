@@ -30,9 +30,11 @@ def choose_layout(model: torch.nn.Module, requested: str, pad_token_id: int) -> 
     else:
         why_not = _probe(model, pad_token_id)
     if not why_not:
+        if requested == "packed":  # the same masks and positions as shared, so the same probe decides
+            return "packed", "collator.layout is packed, and the model reproduces separate forwards in it"
         return "shared", "the model reproduces separate forwards in the shared layout"
-    if requested == "shared":
-        raise ValueError(f"collator.layout=shared is not possible: {why_not}; use collator.layout=padded")
+    if requested in ("shared", "packed"):
+        raise ValueError(f"collator.layout={requested} is not possible: {why_not}; use collator.layout=padded")
     return "padded", why_not
 
 

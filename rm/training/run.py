@@ -21,7 +21,7 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, get_scheduler
 
-from rm.collate.pack import SharedCollator
+from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.config import RunConfig, save_config, to_dict
@@ -43,6 +43,7 @@ from rm.training.loop import Hooks, Run, fit, log_eval
 
 log = logging.getLogger("rm")
 
+COLLATORS = {"shared": SharedCollator, "packed": PackedCollator}
 SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 
 
@@ -161,9 +162,9 @@ def prepare(
     """Loaders, optimizer and schedule, all through `accelerator.prepare`; the run's state, restored if resuming."""
     c, t = cfg.collator, cfg.train
     pad = data.tokenizer.pad_token_id
-    collate = SharedCollator(pad, c.pack_length) if layout == "shared" else PaddedCollator(pad)
+    collate = COLLATORS[layout](pad, c.pack_length) if layout in COLLATORS else PaddedCollator(pad)
     train_batches = PairBatches(
-        data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length
+        data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length, c.group_by_length
     )
     eval_batches = PairBatches(
         data.eval, layout, t.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length

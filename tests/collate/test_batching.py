@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from rm.collate.pack import SharedCollator, pair_length
-from rm.collate.planner import PairBatches, padded_cost, shared_cost
+from rm.collate.pack import PackedCollator, SharedCollator, pair_length
+from rm.collate.planner import PairBatches, packed_cost, padded_cost, shared_cost
 from rm.data.encode import EncodedPair
 
 
@@ -15,7 +15,7 @@ def make_pairs(n, seed=0):
     ]
 
 
-@pytest.mark.parametrize("layout", ["shared", "padded"])
+@pytest.mark.parametrize("layout", ["shared", "packed", "padded"])
 def test_token_budget_batches_cover_every_pair_once_within_budget(layout):
     pairs = make_pairs(300)
     sampler = PairBatches(pairs, layout, batch_size=8, max_tokens=600, seed=1, group_pairs=64)
@@ -26,6 +26,9 @@ def test_token_budget_batches_cover_every_pair_once_within_budget(layout):
         if layout == "shared":
             slots = SharedCollator(0)(chunk)["input_ids"].numel()  # the tensor the collator really builds
             assert slots <= shared_cost(sorted((pair_length(p) for p in chunk), reverse=True), 0)
+        elif layout == "packed":
+            slots = PackedCollator(0)(chunk)["input_ids"].numel()
+            assert slots == packed_cost(chunk, 0)  # the same first-fit as the collator's
         else:
             slots = padded_cost(chunk)
         assert slots <= 600 or len(b) == 1
@@ -54,3 +57,23 @@ def test_length_grouping_wastes_fewer_slots_than_random_batches():
     random_eights = slots(PairBatches(pairs, "shared", 8, max_tokens=0, seed=0))
     assert real <= grouped < random_eights
     assert grouped / real < 1.1  # under 10% padding once grouped
+
+
+def test_length_grouped_fixed_count_batches_keep_the_count_and_waste_less():
+    """group_by_length: every pair once, batch_size pairs a batch (the last of a window may be short),
+    batches of alike lengths, seeded per epoch: fewer padded slots than random batches of the same count."""
+    pairs = make_pairs(400, seed=6)
+    grouped = PairBatches(pairs, "padded", 8, seed=2, group_pairs=96, group_by_length=True)
+    batches = list(grouped)
+    assert sorted(i for b in batches for i in b) == list(range(400))
+    assert all(len(b) == 8 for b in batches) and len(batches) == 50  # 96-pair windows (and the last, 16) split evenly
+    plain = PairBatches(pairs, "padded", 8, seed=2)
+    waste = {
+        name: sum(padded_cost([pairs[i] for i in b]) for b in sampler) for name, sampler in (("grouped", grouped),
+                                                                                            ("plain", plain))
+    }  # fmt: skip
+    assert waste["grouped"] < 0.8 * waste["plain"]
+    again = list(PairBatches(pairs, "padded", 8, seed=2, group_pairs=96, group_by_length=True))
+    assert again == batches
+    grouped.set_epoch(1)
+    assert list(grouped) != batches

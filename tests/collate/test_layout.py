@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import random_pairs, tiny_model
-from rm.collate.pack import SharedCollator, plan_rows
+from rm.collate.pack import PackedCollator, SharedCollator, plan_rows
 from rm.data.encode import EncodedPair
 from rm.model.loss import bradley_terry_loss
 from rm.model.masks import dense_mask
@@ -25,6 +25,20 @@ def test_collator_matches_its_docstring_example():
     assert out["chosen_index"].tolist() == [2, 7] and out["rejected_index"].tolist() == [4, 8]
     assert out["subset_ids"].tolist() == [3, 4] and out["pair_index"].tolist() == [10, 11]
     assert out["margin"].tolist() == [0.5, 0.0]
+
+
+def test_packed_collator_matches_its_docstring_example():
+    batch = [EncodedPair([5, 6], [8], [11, 12], 3, 0.5, index=10), EncodedPair([7], [9, 10], [13], 4, index=11)]
+    out = PackedCollator(pad_token_id=0, pack_length=7)(batch)
+    assert out["input_ids"].tolist() == [[5, 6, 11, 12, 5, 6, 8], [7, 9, 10, 7, 13, 0, 0]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1, 2], [0, 1, 2, 0, 1, 0, 0]]
+    assert out["pair_ids"].tolist() == [[1, 1, 1, 1, 0, 0, 0], [2, 2, 2, 3, 3, -1, -1]]
+    assert out["segment_ids"].tolist() == [[0, 0, 1, 1, 0, 0, 1], [0, 1, 1, 0, 1, -1, -1]]
+    assert out["chosen_index"].tolist() == [6, 9] and out["rejected_index"].tolist() == [3, 11]
+    assert out["subset_ids"].tolist() == [3, 4] and out["pair_index"].tolist() == [10, 11]
+    # the prompt really is there twice: every pair's slots are 2 * prompt + chosen + rejected
+    assert int((out["pair_ids"] >= 0).sum()) == sum(2 * len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids)
+                                                   for p in batch)  # fmt: skip
 
 
 def test_mask_rule_on_one_pair():
@@ -71,13 +85,15 @@ def grads(model, loss):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("collator", [SharedCollator, PackedCollator])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_shared_layout_equals_separate_forwards_rewards_and_gradients(tokenizer, arch):
+def test_shared_layout_equals_separate_forwards_rewards_and_gradients(tokenizer, arch, collator):
+    """Both packed layouts, the prompt shared (SharedCollator) or duplicated (PackedCollator)."""
     torch.manual_seed(0)
     model = RewardModel(tiny_model(tokenizer, arch)).train()
     model.hf.config.attention_dropout = 0.0
     pairs = random_pairs(len(tokenizer), 9, seed=1)
-    batch = SharedCollator(tokenizer.pad_token_id, pack_length=80)(pairs)
+    batch = collator(tokenizer.pad_token_id, pack_length=80)(pairs)
     assert batch["input_ids"].shape[0] < len(pairs)  # several pairs really share rows
 
     chosen, rejected = pair_rewards(model, batch)

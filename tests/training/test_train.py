@@ -111,20 +111,21 @@ def test_cli_reports_config_errors_with_the_dotted_key():
     assert "unknown key train.lrr" in proc.stderr
 
 
-def test_shared_and_padded_layouts_train_the_same_model(tmp_path):
-    """Same pairs in the same micro-batches, two layouts: the loss curves and weights agree (fp32)."""
+def test_shared_packed_and_padded_layouts_train_the_same_model(tmp_path):
+    """Same pairs in the same micro-batches, three layouts: the loss curves and weights agree (fp32)."""
     common = TINY + ["train.max_steps=8", "train.log_steps=1", "train.report_to=[]", "train.eval_steps=0"]
     common += ["train.save_steps=0"]
     logs, weights = {}, {}
-    for layout in ("shared", "padded"):
+    for layout in ("shared", "packed", "padded"):
         main(load_config(QUICKSTART, common + [f"collator.layout={layout}", f"output_dir={tmp_path / layout}"]))
         rows = (tmp_path / layout / "train_log.jsonl").read_text().splitlines()
         logs[layout] = [json.loads(r)["loss"] for r in rows]
         weights[layout] = load_file(tmp_path / layout / "export" / "model.safetensors")
     assert len(logs["shared"]) == 8
-    assert logs["shared"] == pytest.approx(logs["padded"], abs=1e-4)
-    for k, w in weights["padded"].items():
-        assert torch.allclose(weights["shared"][k], w, atol=1e-4), k
+    for layout in ("shared", "packed"):
+        assert logs[layout] == pytest.approx(logs["padded"], abs=1e-4)
+        for k, w in weights["padded"].items():
+            assert torch.allclose(weights[layout][k], w, atol=1e-4), (layout, k)
 
 
 def test_rm_eval_on_the_export_reproduces_the_runs_eval_json(run, tmp_path):
