@@ -3,7 +3,8 @@
 One module per command, each with `add(subparsers)` and `run(args) -> exit code`: parse, make one call,
 print. Commands import their library lazily, so `python -m rm --help` answers without loading torch.
 This is the only place where errors become exit codes: an `RMError` (a user's mistake or a run that
-could not go on) ends in one `error: ...` line; anything else is a bug and keeps its traceback.
+could not go on) ends in one `error: ...` line, and so does a Ctrl-C (exit code 130); anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -37,3 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     except RMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a Ctrl-C outside the training loop, or the second one inside it
+        print("\nerror: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130

@@ -78,8 +78,6 @@ def main(
     with explain_oom(cfg, "training", run.state):
         interrupted = fit(run, Hooks(on_batch, on_eval))
     info = train_info(run, resume_from, started)
-    if accelerator.is_main_process:
-        (Path(cfg.output_dir) / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
     result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
     del model, run  # the DDP wrapper must go before the process group (see shut_down)
     shut_down(accelerator)
@@ -209,12 +207,12 @@ def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
 
 
 def stopped(run: Run, info: dict) -> dict:
-    """After a SIGTERM: the checkpoint is saved; a final eval and export could outlast the grace period."""
+    """After SIGTERM or Ctrl-C: the checkpoint is saved; a final eval and export could outlast the grace period."""
     if run.accelerator.is_main_process:
         out = run.cfg.output_dir
-        print(f"\nstopped by SIGTERM after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
+        print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
         print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
-    return {"interrupted": True, "train": info}
+    return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
 
 
 def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: dict) -> dict:

@@ -2,6 +2,8 @@
 row stop the run naming the step and the likely cause, and out-of-memory names the settings to lower."""
 
 import json
+import os
+import signal
 
 import pytest
 import torch
@@ -111,3 +113,55 @@ def test_out_of_memory_names_the_settings_to_lower(tmp_path, monkeypatch):
     checkpointing = load_config(QUICKSTART, ["model.gradient_checkpointing=true", "model.lora.r=8"])
     assert "gradient_checkpointing" not in oom_advice(checkpointing, "training")
     assert "model.lora.r" not in oom_advice(checkpointing, "training")
+
+
+def sigint_at(batches: dict[int, int], seen: list):
+    """An on_batch hook that sends this process `batches[n]` SIGINTs (Ctrl-C) after micro-batch n, and
+    records train_log.jsonl's steps as they stand at every micro-batch."""
+    count = [0]
+
+    def on_batch(batch, loss, out):
+        count[0] += 1
+        log = out / "train_log.jsonl"
+        seen.append([json.loads(r)["step"] for r in log.read_text().splitlines()] if log.exists() else None)
+        for _ in range(batches.get(count[0], 0)):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return on_batch
+
+
+def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, capsys):
+    """The first Ctrl-C acts as SIGTERM does: a checkpoint at the end of the step, the resume command.
+    (on_batch runs after its step's stop check, so a Ctrl-C there is seen at the next step, 5.)"""
+    seen = []
+    cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=8", f"output_dir={tmp_path}"])
+    hook = sigint_at({4: 1}, seen)
+    result = main(cfg, on_batch=lambda b, loss: hook(b, loss, tmp_path))
+    out = capsys.readouterr().out
+    assert result["interrupted"] and result["stopped_by"] == "SIGINT" and result["train"]["steps"] == 5
+    assert (tmp_path / "checkpoints" / "step-5" / "trainer_state.json").is_file()
+    assert "stopped by SIGINT after step 5" in out and "train.resume=auto" in out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+    # train_log.jsonl grows at every log step (log_steps=1), not only at the end.
+    assert seen == [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4]]
+    rows = [json.loads(r) for r in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path, capsys, monkeypatch):
+    cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=8", "export.enabled=false", f"output_dir={tmp_path}"])
+    hook = sigint_at({2: 2}, [])
+    with pytest.raises(KeyboardInterrupt):
+        main(cfg, on_batch=lambda b, loss: hook(b, loss, tmp_path))
+    assert not (tmp_path / "checkpoints").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # From the command line: one line and exit code 130, not a traceback.
+    import rm.training.run
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rm.training.run, "main", interrupted)
+    capsys.readouterr()
+    assert cli(["train", str(QUICKSTART), f"output_dir={tmp_path / 'cli'}"]) == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted (Ctrl-C)"
