@@ -206,6 +206,8 @@ class TrainConfig:
     resume: str = ""
     """`auto`: continue from the newest complete checkpoint in `output_dir` (start afresh if there is none);
     a path: continue from that checkpoint; empty: start afresh."""
+    overwrite: bool = False
+    """Start afresh in an output_dir holding an earlier run, deleting that run's files first (else that is refused)."""
     max_nonfinite: int = 5
     """A non-finite loss skips its optimizer step (counted in eval.json); this many in a row stop the run."""
     log_steps: int = 10

@@ -7,14 +7,22 @@ configs/accelerate/*.yaml`) says where: how many processes, DDP, FSDP or DeepSpe
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
-from rm.config import RunConfig
-from rm.errors import TrainingError
+from rm.config import RunConfig, save_config
+from rm.config.rundir import checkpoints
+from rm.errors import ConfigError, TrainingError
+
+RUN_FILES = ("config.yaml", "eval.json", "train_log.jsonl", "export", "checkpoints")
+"""What says an output_dir already holds a run (any one of them)."""
+WRITTEN = (*RUN_FILES, "rm", "data", "tokenizer", "data_report.json", "skipped.jsonl", ".export.partial")
+"""Everything a run writes into its output_dir (`rm` holds the TensorBoard events): what train.overwrite deletes."""
 
 
 def mixed_precision(requested: str) -> str | None:
@@ -58,3 +66,45 @@ def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callab
     fresh = rebuild()
     fresh.load_state_dict(state)
     return fresh.hf
+
+
+def check_output_dir(cfg: RunConfig) -> bool:
+    """Refuse an output_dir that would silently mix two runs; return True when `train.overwrite` asks to clear it.
+
+    A finished run's eval.json, export, config.yaml and TensorBoard events would otherwise be overwritten
+    or mixed with the new run's. Continuing (train.resume) is fine, and so is train.resume=auto in a
+    folder whose earlier run stopped before its first checkpoint and never finished.
+    """
+    out, t = Path(cfg.output_dir), cfg.train
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir={out}: is a file, not a directory: choose another output_dir")
+    earlier = [name for name in RUN_FILES if (out / name).exists()]
+    if not earlier or (t.resume == "auto" and checkpoints(out)) or t.resume not in ("", "auto"):
+        return False
+    if t.overwrite:
+        return True
+    if not t.resume and checkpoints(out):
+        return False  # rm.training.checkpoint.resume_point refuses, naming the newest checkpoint
+    if t.resume == "auto" and not (out / "eval.json").exists():
+        return False
+    finished = "a finished run" if (out / "eval.json").exists() else "an earlier run"
+    raise ConfigError(
+        f"output_dir={out} already holds {finished} ({', '.join(earlier)}): use another output_dir, "
+        "continue it with train.resume=auto, or replace it with train.overwrite=true"
+    )
+
+
+def claim_output_dir(cfg: RunConfig, clear: bool) -> None:
+    """Create output_dir (clearing an earlier run's files first when `clear`) and save the resolved config."""
+    out = Path(cfg.output_dir)
+    try:
+        if clear:
+            for name in WRITTEN:
+                path = out / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, out / "config.yaml")
+    except OSError as e:
+        raise ConfigError(
+            f"output_dir={out}: cannot write there ({e.strerror or e}): choose another output_dir"
+        ) from None

@@ -24,7 +24,7 @@ from transformers import PreTrainedTokenizerBase, get_scheduler
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
-from rm.config import RunConfig, save_config, to_dict
+from rm.config import RunConfig, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
 from rm.data.tokenizer import load_tokenizer, train_bpe
@@ -38,7 +38,7 @@ from rm.model.reward import RewardModel, transformers_model
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom
-from rm.training.launch import exportable, make_accelerator
+from rm.training.launch import check_output_dir, claim_output_dir, exportable, make_accelerator
 from rm.training.loop import Hooks, Run, fit, log_eval
 
 log = logging.getLogger("rm")
@@ -87,15 +87,17 @@ def main(
 def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
     """The accelerator, the checkpoint to resume from (checked before any data is loaded), seed, run directory."""
     accelerator = make_accelerator(cfg)
+    clear = check_output_dir(cfg)  # every process, before the main one writes anything there
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        claim_output_dir(cfg, clear)
+    accelerator.wait_for_everyone()
     resume_from = checkpoint.resume_point(cfg)
     if cfg.model.lora.qlora:
         require_qlora(cfg.model)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     set_seed(cfg.train.seed)
-    if accelerator.is_main_process:
-        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        save_config(cfg, Path(cfg.output_dir) / "config.yaml")
     logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
     return accelerator, resume_from
 
