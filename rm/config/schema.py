@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rm.config.checks import run_problems
 from rm.errors import ConfigError
 
 
@@ -216,8 +217,8 @@ class TrainConfig:
     """Seed of model init, shuffling and dropout."""
     mixed_precision: str = ""
     """no, bf16, fp16, or auto (bf16 where the GPU has it, else no); empty keeps what `accelerate launch` chose."""
-    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
-    """Accelerate trackers to log to (tensorboard, wandb…); empty for none."""
+    report_to: list[str] | str = field(default_factory=lambda: ["tensorboard"])
+    """Accelerate trackers to log to (tensorboard, wandb…; one name alone, report_to=wandb, works too); [] for none."""
     num_threads: int = 0
     """torch CPU threads (0: torch's default)."""
 
@@ -274,6 +275,7 @@ def validate(cfg: RunConfig) -> None:
         problems.append(f"train.max_nonfinite: must be >= 1, got {cfg.train.max_nonfinite}")
     if cfg.model.lora.qlora and cfg.model.lora.r <= 0:
         problems.append("model.lora.qlora: QLoRA trains LoRA adapters, so model.lora.r must be > 0")
+    problems += run_problems(cfg)
     if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
         problems.append("train.epochs: must be > 0 when train.max_steps is 0")
     if problems:

@@ -16,6 +16,7 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
 from rm.config import RunConfig, save_config
+from rm.config.checks import trackers
 from rm.config.rundir import checkpoints
 from rm.errors import ConfigError, TrainingError
 
@@ -44,12 +45,27 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
         cpu=world > 1 and not torch.accelerator.is_available(),
         gradient_accumulation_steps=cfg.train.grad_accum,
         mixed_precision=mixed_precision(cfg.train.mixed_precision),
-        log_with=cfg.train.report_to or None,
+        log_with=check_trackers(cfg) or None,
         project_dir=cfg.output_dir,
     )
     if accelerator.num_processes != world:
         raise TrainingError(f"launched as {world} processes, but accelerate set up {accelerator.num_processes}")
     return accelerator
+
+
+def check_trackers(cfg: RunConfig) -> list[str]:
+    """train.report_to as a list, each tracker installed: accelerate only warns and logs nowhere otherwise."""
+    from accelerate.tracking import get_available_trackers
+
+    wanted = trackers(cfg)
+    available = {str(t) for t in get_available_trackers()} | {"all"}
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise ConfigError(
+            f"train.report_to: {', '.join(missing)} is not installed (pip install {' '.join(missing)}), "
+            f"so the run would log nowhere: install it, or set train.report_to=[tensorboard] or []"
+        )
+    return wanted
 
 
 def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callable[[], torch.nn.Module]):

@@ -30,6 +30,7 @@ from rm.data.load import LoadedData, load_data, subset_counts
 from rm.data.tokenizer import load_tokenizer, train_bpe
 from rm.errors import DataError
 from rm.evaluation.gather import evaluate, format_table, shut_down
+from rm.evaluation.metrics import json_safe
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
@@ -118,9 +119,18 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
         loaded.report.write(out)  # data_report.json and skipped.jsonl
-    if not train_set:
-        raise DataError(f"no training pairs left after encoding (collator.max_length={cfg.collator.max_length})")
+    check_not_empty(cfg, loaded, train_set, eval_set)
     return Encoded(loaded, tokenizer, train_set, eval_set, subsets)
+
+
+def check_not_empty(cfg: RunConfig, loaded: LoadedData, train_set: list, eval_set: list) -> None:
+    """Nothing to train or nothing to evaluate is an error, not a run that "succeeds" with `nan, n=0`."""
+    for name, pairs, encoded in (("training", loaded.train, train_set), ("eval", loaded.eval, eval_set)):
+        if not encoded:
+            raise DataError(
+                f"no {name} pairs left after encoding ({len(pairs)} loaded, all dropped because their responses "
+                f"alone exceed collator.max_length={cfg.collator.max_length} tokens): raise collator.max_length"
+            )
 
 
 def trained_tokenizer(cfg: RunConfig, loaded: LoadedData, accelerator: Accelerator) -> PreTrainedTokenizerBase:
@@ -227,7 +237,8 @@ def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: 
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
     if accelerator.is_main_process:
-        (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        # JSON has no NaN (an undefined metric): null, so that every parser reads the file.
+        (out / "eval.json").write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")
         if cfg.export.enabled and cfg.model.lora.qlora:
             log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
         elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights

@@ -165,3 +165,58 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli(["train", str(QUICKSTART), f"output_dir={tmp_path / 'cli'}"]) == 130
     assert capsys.readouterr().err.strip() == "error: interrupted (Ctrl-C)"
+
+
+def long_and_short(folder, short_train: int, short_test: int):
+    """train.jsonl and test.jsonl of prompt/chosen/rejected records: a few with one-word answers, the rest
+    with answers of 60 words, which collator.max_length=16 cannot hold."""
+    folder.mkdir()
+    words = " ".join(f"w{i}" for i in range(60))
+    for split, short in (("train", short_train), ("test", short_test)):
+        rows = [{"prompt": f"q{i}?", "chosen": "yes", "rejected": "no"} for i in range(short)]
+        rows += [{"prompt": f"q{i}?", "chosen": f"yes {words}", "rejected": f"no {words}"} for i in range(20)]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [f"data.source={folder}", "collator.max_length=16"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        # Some training pairs fit, no eval pair does: not a run that "succeeds" with `nan, n=0`.
+        ("short train", "error: no eval pairs left after encoding (20 loaded"),
+        ("no short", "error: no training pairs left after encoding (20 loaded"),
+        (["train.max_steps=-5"], "train.max_steps: must be >= 0, got -5"),
+        (["train.lr=-0.001"], "train.lr: must be > 0, got -0.001"),
+        (["train.report_to=[bogus]"], "train.report_to: unknown tracker 'bogus'"),
+        (["train.report_to=[wandb]"], "train.report_to: wandb is not installed"),
+    ],
+)
+def test_runs_with_nothing_to_do_or_bad_settings_fail_in_one_line(tmp_path, capsys, overrides, says):
+    if isinstance(overrides, str):
+        overrides = long_and_short(tmp_path / "data", 3 if overrides == "short train" else 0, 0)
+    code = cli(["train", str(QUICKSTART), *SMALL, "train.max_steps=2", *overrides, f"output_dir={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err, err
+    assert "Traceback" not in err and not (tmp_path / "run" / "eval.json").exists()
+
+
+def test_report_to_may_be_one_name_and_eval_json_holds_no_bare_nan(tmp_path, monkeypatch):
+    """TRL users write report_to=wandb: one name is a list of one. An undefined metric is written as
+    null (valid JSON), not NaN."""
+    import rm.training.run
+
+    assert load_config(QUICKSTART, ["train.report_to=tensorboard"]).train.report_to == "tensorboard"
+    real = rm.training.run.evaluate
+
+    def with_nan(*args, **kwargs):
+        result = real(*args, **kwargs)
+        result["overall"]["mean_margin"] = float("nan")
+        return result
+
+    monkeypatch.setattr(rm.training.run, "evaluate", with_nan)
+    overrides = SMALL[:-2] + ["train.report_to=tensorboard", "train.max_steps=1", "export.enabled=false"]
+    main(load_config(QUICKSTART, overrides + [f"output_dir={tmp_path}"]))
+    text = (tmp_path / "eval.json").read_text()
+    assert "NaN" not in text
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))["overall"]["mean_margin"] is None
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
