@@ -27,9 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, except that `key=value` overrides may also come after flags (`sweep X.yaml --dry-run
+    n_trials=2`): argparse takes the positionals in one go, so it would call the later ones unrecognized.
+    (parse_intermixed_args would do the same but refuses subcommands.)"""
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command in ("train", "sweep", "sweep-trial") and all("=" in e and e[0] != "-" for e in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     try:
         return args.func(args)
     except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
