@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -18,7 +19,8 @@ from accelerate.utils import DistributedType
 from rm.config import RunConfig, save_config
 from rm.config.checks import trackers
 from rm.config.rundir import checkpoints
-from rm.errors import ConfigError, TrainingError
+from rm.errors import ConfigError, ModelError, TrainingError
+from rm.model.load import why_not_loaded
 
 RUN_FILES = ("config.yaml", "eval.json", "train_log.jsonl", "export", "checkpoints")
 """What says an output_dir already holds a run (any one of them)."""
@@ -124,3 +126,13 @@ def claim_output_dir(cfg: RunConfig, clear: bool) -> None:
         raise ConfigError(
             f"output_dir={out}: cannot write there ({e.strerror or e}): choose another output_dir"
         ) from None
+
+
+@contextmanager
+def loading(key: str, name: str) -> Iterator[None]:
+    """A model or tokenizer that transformers cannot find becomes one line naming the config key, not 80
+    lines of traceback. transformers raises OSError for every kind: missing folder, bad repo id, offline."""
+    try:
+        yield
+    except OSError as e:
+        raise ModelError(f"{key}={name}: cannot load it: {why_not_loaded(name, e)}") from None

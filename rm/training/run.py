@@ -39,7 +39,7 @@ from rm.model.reward import RewardModel, transformers_model
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom
-from rm.training.launch import check_output_dir, claim_output_dir, exportable, make_accelerator
+from rm.training.launch import check_output_dir, claim_output_dir, exportable, loading, make_accelerator
 from rm.training.loop import Hooks, Run, fit, log_eval
 
 log = logging.getLogger("rm")
@@ -108,7 +108,8 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
     out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
-    chat_tokenizer = load_tokenizer(named, cfg.model.trust_remote_code) if named else None
+    with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
+        chat_tokenizer = load_tokenizer(named, cfg.model.trust_remote_code) if named else None
     with accelerator.main_process_first():
         loaded = load_data(cfg.data, out, chat_tokenizer)
     subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
@@ -155,7 +156,8 @@ def build_reward_model(
             hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
         return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
 
-    model = new_model(quantized=cfg.model.lora.qlora)
+    with loading("model.name_or_path", cfg.model.name_or_path):
+        model = new_model(quantized=cfg.model.lora.qlora)
     n_params = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     name = type(transformers_model(model.hf)).__name__
