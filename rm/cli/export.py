@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from pathlib import Path
 
+    from rm.errors import ExportError
     from rm.export.folder import export_run
     from rm.export.hub import check_push, push_folder
 
@@ -56,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     if args.push_to_hub:
-        print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+        try:
+            print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+        except ExportError as e:
+            raise ExportError(f"{e}: run the same command again to retry (the folder is reused as it is)") from None
     return 0
 
 

@@ -14,10 +14,19 @@ TRACKERS = ("tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "cle
 """accelerate's tracker names (accelerate.utils.LoggerType), here so a config is checked without importing it."""
 
 
-def dotted(cfg: Any, key: str) -> Any:
+def get_dotted(cfg: Any, key: str) -> Any:
     for part in key.split("."):
         cfg = getattr(cfg, part)
     return cfg
+
+
+def choice_problems(cfg: Any, choices: dict[str, tuple[str, ...]]) -> list[str]:
+    """One line per dotted key of `cfg` whose value is not among its allowed choices."""
+    return [
+        f"{key}: {value!r} is not one of {', '.join(map(repr, allowed))}"
+        for key, allowed in choices.items()
+        if (value := get_dotted(cfg, key)) not in allowed
+    ]
 
 
 def trackers(cfg: Any) -> list[str]:
@@ -28,8 +37,12 @@ def trackers(cfg: Any) -> list[str]:
 
 def run_problems(cfg: Any) -> list[str]:
     """One line per problem, each starting with the dotted key."""
-    problems = [f"{k}: must be >= 0, got {dotted(cfg, k):g}" for k in NONNEGATIVE if dotted(cfg, k) < 0]
-    problems += [f"{k}: must be > 0, got {dotted(cfg, k):g}" for k in POSITIVE if not dotted(cfg, k) > 0]
+    problems = [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
+    problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]
+    if (cfg.export.private or cfg.export.revision) and not cfg.export.push_to_hub:
+        problems.append("export.private/export.revision: only apply with export.push_to_hub=REPO_ID")
+    if cfg.export.push_to_hub and not cfg.export.enabled:
+        problems.append("export.push_to_hub: pushes the end-of-run export, so export.enabled must be true")
     problems += [f"train.report_to: unknown tracker {n!r} (one of {', '.join(TRACKERS)}; [] for none)" for n in unknown]
     return problems

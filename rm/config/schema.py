@@ -9,9 +9,8 @@ they are used and never written back into the config.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from rm.config.checks import run_problems
+from rm.config.checks import choice_problems, get_dotted, run_problems
 from rm.errors import ConfigError
 
 
@@ -231,6 +230,12 @@ class ExportConfig:
     """Write `<output_dir>/export` at the end of the run."""
     normalize: bool = False
     """Store the mean and std of the rewards over the training pairs in the export's config.json."""
+    push_to_hub: str = ""
+    """Hub repo id (me/my-rm) to upload the export to at the end of the run (token: HF_TOKEN or `hf auth login`)."""
+    private: bool = False
+    """Create that Hub repo private."""
+    revision: str = ""
+    """Hub branch to push to (created if missing); empty: main."""
 
 
 @dataclass
@@ -280,18 +285,3 @@ def validate(cfg: RunConfig) -> None:
         problems.append("train.epochs: must be > 0 when train.max_steps is 0")
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
-
-
-def get_dotted(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def choice_problems(cfg: Any, choices: dict[str, tuple[str, ...]]) -> list[str]:
-    """One line per dotted key of `cfg` whose value is not among its allowed choices."""
-    return [
-        f"{key}: {value!r} is not one of {', '.join(map(repr, allowed))}"
-        for key, allowed in choices.items()
-        if (value := get_dotted(cfg, key)) not in allowed
-    ]

@@ -44,8 +44,7 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
     except Exception as e:  # noqa: BLE001 - network, permission or Hub errors: one line, the export kept
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ExportError(
-            f"pushing {folder} to {repo_id} failed ({type(e).__name__}: {first}); the export is kept: run the "
-            "same command again to retry the push (the folder is reused, no --overwrite needed)"
+            f"pushing {folder} to {repo_id} failed ({type(e).__name__}: {first}); the export is kept"
         ) from None
 
 

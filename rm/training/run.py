@@ -28,10 +28,11 @@ from rm.config import RunConfig, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
 from rm.data.tokenizer import load_tokenizer, train_bpe
-from rm.errors import DataError
+from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import json_safe
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
+from rm.export.hub import check_push, push_folder
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.probe import choose_layout
@@ -80,14 +81,19 @@ def main(
         interrupted = fit(run, Hooks(on_batch, on_eval))
     info = train_info(run, resume_from, started)
     result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
+    main_process = accelerator.is_main_process
     del model, run  # the DDP wrapper must go before the process group (see shut_down)
     shut_down(accelerator)
+    if cfg.export.push_to_hub and main_process and not interrupted:
+        push_export(cfg)
     return result
 
 
 def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
     """The accelerator, the checkpoint to resume from (checked before any data is loaded), seed, run directory."""
     accelerator = make_accelerator(cfg)
+    if cfg.export.push_to_hub:
+        check_push(cfg.export.push_to_hub)  # a missing token found now, not after hours of training
     clear = check_output_dir(cfg)  # every process, before the main one writes anything there
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -252,6 +258,20 @@ def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: 
         print(format_table(result))
         print(f"run directory: {out}")
     return result
+
+
+def push_export(cfg: RunConfig) -> None:
+    """Upload the end-of-run export (export.push_to_hub); a failure says how to push the finished run later."""
+    out, e = Path(cfg.output_dir), cfg.export
+    try:
+        url = push_folder(out / "export", e.push_to_hub, private=e.private, revision=e.revision or None)
+    except ExportError as err:
+        flags = (" --private" if e.private else "") + (f" --revision {e.revision}" if e.revision else "")
+        raise ExportError(
+            f"{err}. The run itself is complete; push it later with: "
+            f"python -m rm export {out} --out {out / 'export'} --push-to-hub {e.push_to_hub}{flags}"
+        ) from None
+    print(f"pushed: {url}")
 
 
 def flat(d: dict, prefix: str = "") -> dict:

@@ -85,3 +85,24 @@ def test_a_failed_push_is_one_line_and_a_retry_reuses_the_export(run_dir, tmp_pa
         monkeypatch.setattr(HfApi, "upload_folder", offline)
         push_folder(out, "me/rm")
     assert "reward_normalization" not in json.loads((out / "config.json").read_text())  # the first export kept
+
+
+def test_train_pushes_its_export_at_the_end(tmp_path, capsys, monkeypatch):
+    """export.push_to_hub: the token is checked before training; the push comes after the export."""
+    args = ["data.synthetic.n_train=40", "data.synthetic.n_eval=12", *TINY_MODEL, "train.max_steps=1"]
+    args += ["train.report_to=[]", "export.push_to_hub=me/rm", "export.private=true", "export.revision=v1"]
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    assert cli(["train", str(QUICKSTART), *args, f"output_dir={tmp_path / 'a'}"]) == 2
+    assert "no Hugging Face token" in one_line_error(capsys) and not (tmp_path / "a").exists()
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    calls = []
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, *a, **k: calls.append(("repo", k["private"])))
+    monkeypatch.setattr(HfApi, "create_branch", lambda self, *a, **k: calls.append(("branch", k["branch"])))
+    monkeypatch.setattr(HfApi, "upload_folder", lambda self, *a, **k: calls.append(("upload", k["folder_path"])))
+    assert cli(["train", str(QUICKSTART), *args, f"output_dir={tmp_path / 'b'}"]) == 0
+    assert calls == [("repo", True), ("branch", "v1"), ("upload", str(tmp_path / "b" / "export"))]
+    capsys.readouterr()
+    assert cli(["train", str(QUICKSTART), "export.private=true"]) == 2
+    assert "export.private/export.revision: only apply with export.push_to_hub" in capsys.readouterr().err
