@@ -57,25 +57,30 @@ class Preemption:
         self._previous = {}
 
 
-def skip_nonfinite(n_bad: int, step: int, state, cfg: RunConfig, lr: float, model: torch.nn.Module) -> bool:
+def skip_nonfinite(
+    n_bad: int, step: int, state, cfg: RunConfig, lr: float, model: torch.nn.Module, what: str = "loss"
+) -> bool:
     """Count optimizer step `step` as skipped when `n_bad` micro-batches (over all processes) had a
-    non-finite loss; raise once `train.max_nonfinite` steps in a row were. `state` holds the counts."""
+    non-finite loss (or, `what="gradient"`, the step's clipped gradient norm was non-finite); raise once
+    `train.max_nonfinite` steps in a row were. `state` holds the counts."""
     if n_bad == 0:
         state.nonfinite_streak = 0
         return False
     state.nonfinite_skipped += 1
     state.nonfinite_streak += 1
+    where = f"in {n_bad} micro-batch(es)" if what == "loss" else "norm with a finite loss"
     log.warning(
-        "step %d: non-finite loss in %d micro-batch(es); optimizer step skipped (%d in a row, %d in this run)",
+        "step %d: non-finite %s %s; optimizer step skipped (%d in a row, %d in this run)",
         step,
-        n_bad,
+        what,
+        where,
         state.nonfinite_streak,
         state.nonfinite_skipped,
     )
     if state.nonfinite_streak >= cfg.train.max_nonfinite:
         first = step - state.nonfinite_streak + 1
         raise TrainingError(
-            f"stopping at step {step}: the loss was non-finite at {state.nonfinite_streak} optimizer steps in a row "
+            f"stopping at step {step}: the {what} was non-finite at {state.nonfinite_streak} optimizer steps in a row "
             f"(steps {first}-{step}, train.max_nonfinite={cfg.train.max_nonfinite}). "
             f"Likely cause: {likely_cause(cfg, first, lr, model)}"
         )

@@ -154,12 +154,20 @@ def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:
     n_bad, stop = flags.tolist()
     lr = run.scheduler.get_last_lr()[0]
     if not skip_nonfinite(int(n_bad), run.state.step + 1, run.state, cfg, lr, run.model):
-        if cfg.train.max_grad_norm > 0:
-            accelerator.clip_grad_norm_(run.model.parameters(), cfg.train.max_grad_norm)
-        run.optimizer.step()
+        if cfg.train.max_grad_norm <= 0 or finite_grad_norm(run, lr):
+            run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     meter.bad.zero_()
     return bool(stop)
+
+
+def finite_grad_norm(run: Run, lr: float) -> bool:
+    """Clip the gradients; False (the step is skipped and counted) when their global norm is not finite though
+    the loss was: an overflow in the backward pass. Clipping already computes the norm (the same on every
+    process), so checking it costs one host sync and no extra reduction."""
+    norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.train.max_grad_norm)
+    bad = norm is not None and not torch.isfinite(norm).item()
+    return not skip_nonfinite(int(bad), run.state.step + 1, run.state, run.cfg, lr, run.model, what="gradient")
 
 
 def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> None:

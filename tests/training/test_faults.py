@@ -220,3 +220,37 @@ def test_report_to_may_be_one_name_and_eval_json_holds_no_bare_nan(tmp_path, mon
     assert "NaN" not in text
     assert json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))["overall"]["mean_margin"] is None
     assert list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+class InfiniteGradient(torch.autograd.Function):
+    """Identity forward (the loss stays finite); an infinite gradient backward: a backward-pass overflow."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
+def test_a_nonfinite_gradient_with_a_finite_loss_skips_its_step(tmp_path, monkeypatch):
+    """As for a NaN loss: a 6-step run whose 6th gradient is infinite ends with the weights of a clean 5-step
+    run. The check is the norm clipping computes (train.max_grad_norm > 0, the default)."""
+    common = SMALL + ["train.scheduler=constant", "train.warmup_ratio=0", "train.eval_steps=0"]
+    main(load_config(QUICKSTART, common + ["train.max_steps=5", f"output_dir={tmp_path / 'clean'}"]))
+    count = [0]
+
+    def loss(*args, **kwargs):
+        count[0] += 1
+        value = bradley_terry_loss(*args, **kwargs)
+        return InfiniteGradient.apply(value) if count[0] == 6 else value
+
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", loss)
+    result = main(load_config(QUICKSTART, common + ["train.max_steps=6", f"output_dir={tmp_path / 'inf'}"]))
+    assert result["train"]["nonfinite_skipped"] == 1 and result["train"]["steps"] == 6
+    clean = load_file(tmp_path / "clean" / "export" / "model.safetensors")
+    skipped = load_file(tmp_path / "inf" / "export" / "model.safetensors")
+    assert all(torch.equal(clean[k], skipped[k]) for k in clean)
+    log = [json.loads(line) for line in (tmp_path / "inf" / "train_log.jsonl").read_text().splitlines()]
+    assert log[5]["loss"] == log[5]["loss"]  # the loss itself was finite
