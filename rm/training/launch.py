@@ -6,6 +6,7 @@ configs/accelerate/*.yaml`) says where: how many processes, DDP, FSDP or DeepSpe
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -43,6 +44,8 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
     only when told `cpu`, and otherwise each process would silently train a model of its own.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    # accelerate logs each checkpoint's files at INFO ("[RANK 0] Model weights saved in ..."), six lines a save.
+    logging.getLogger("accelerate").setLevel(logging.WARNING)
     accelerator = Accelerator(
         cpu=world > 1 and not torch.accelerator.is_available(),
         gradient_accumulation_steps=cfg.train.grad_accum,

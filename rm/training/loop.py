@@ -19,6 +19,7 @@ import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rm.collate.planner import PairBatches
 from rm.config import RunConfig
@@ -92,7 +93,8 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     bar = progress_bar(run)
     start_log(run)
     run.model.train()
-    with Preemption() as preemption:
+    # Log lines (evals, checkpoints, warnings) go through tqdm.write: printed above the bar, not onto its line.
+    with Preemption() as preemption, logging_redirect_tqdm():
         while state.step < run.max_steps:
             for batch in epoch_batches(run):
                 with accelerator.accumulate(run.model):

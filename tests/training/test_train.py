@@ -180,3 +180,20 @@ def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
     if Path("/sys").is_dir():  # not writable even by root
         assert cli(["train", str(QUICKSTART), "output_dir=/sys/rm-test-run"]) == 2
         assert "error: output_dir=/sys/rm-test-run: cannot write there" in capsys.readouterr().err
+
+
+def test_log_lines_stay_off_the_progress_bar_and_checkpoints_are_quiet(tmp_path):
+    """In a terminal (or a log file) each eval line starts a line of its own instead of being appended to
+    the bar's, and a checkpoint adds no accelerate `[RANK 0]` lines."""
+    overrides = TINY + ["train.report_to=[]", "export.enabled=false", f"output_dir={tmp_path}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rm", "train", str(QUICKSTART), *overrides],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[RANK" not in proc.stderr and proc.stderr.count("checkpoint: ") == 1  # rm's own one line
+    evals = [line for line in proc.stderr.split("\n") if "eval accuracy" in line]
+    assert evals and all(line.rsplit("\r", 1)[-1].startswith("step ") for line in evals), evals
