@@ -24,3 +24,15 @@ def test_the_sweep_masks_a_password_in_the_storage_url(capsys):
     assert cli(["sweep", str(SWEEP), "--dry-run", "--storage", url]) == 0
     out = capsys.readouterr().out
     assert "s3cret-pw" not in out and "postgresql://rm:***@db.example:5432/sweeps" in out
+
+
+def test_subsets_take_commas_or_spaces_in_every_command(synthetic_root, capsys):
+    from rm.cli.options import subset_list
+
+    assert subset_list(["a,b", "c"]) == subset_list(["a", "b,", "c"]) == subset_list("a, b c") == ["a", "b", "c"]
+    outputs = []
+    for form in (["harmless,helpful-recall"], ["harmless", "helpful-recall"]):
+        argv = ["data", "inspect", str(synthetic_root), "--json", "--vocab-size", "300", "--subsets", *form]
+        assert cli(argv) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "helpful-recall" in outputs[0] and "helpful-arithmetic" not in outputs[0]
