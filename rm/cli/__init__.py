@@ -14,16 +14,23 @@ import os
 import sys
 
 from rm.cli import data, evaluate, export, redteam, score, sweep, train
+from rm.cli.examples import EXAMPLES, epilog
 from rm.errors import RMError, TrainingError
 
 COMMANDS = (train, sweep, data, export, evaluate, score, redteam)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rm", description=__doc__.splitlines()[0])
+    raw = argparse.RawDescriptionHelpFormatter  # keeps the examples' lines as written
+    parser = argparse.ArgumentParser(
+        prog="python -m rm", description=__doc__.splitlines()[0], epilog=epilog(""), formatter_class=raw
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add(sub)
+    for name, p in sub.choices.items():
+        if name in EXAMPLES:
+            p.epilog, p.formatter_class = epilog(name), raw
     return parser
 
 

@@ -36,3 +36,21 @@ def test_subsets_take_commas_or_spaces_in_every_command(synthetic_root, capsys):
         assert cli(argv) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and "helpful-recall" in outputs[0] and "helpful-arithmetic" not in outputs[0]
+
+
+def test_help_ends_with_examples_that_parse(capsys):
+    import shlex
+
+    from rm.cli import build_parser, parse
+    from rm.cli.examples import EXAMPLES
+
+    for command, lines in EXAMPLES.items():
+        with pytest.raises(SystemExit):
+            cli([command, "--help"] if command else ["--help"])
+        out = capsys.readouterr().out
+        assert "examples:" in out and lines[0] in out, command
+        for line in lines:
+            argv = shlex.split(line.split("  #")[0])
+            argv = argv[argv.index("rm") + 1 :]
+            if "--help" not in argv:
+                parse(build_parser(), argv)  # exits (SystemExit) on an example that does not parse
