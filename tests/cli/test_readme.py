@@ -38,3 +38,21 @@ def test_the_first_eval_example_runs_as_written_on_the_shipped_hh_file(exported_
     assert cli([*argv, "--bootstrap-samples", "50"]) == 0
     saved = json.loads((tmp_path / "eval" / "eval.json").read_text())["eval"]
     assert sum(saved["records_skipped"].values()) == 4  # the file's 4 empty answers, reported
+
+
+def test_the_transformers_snippet_runs_and_prefers_the_refusal(tmp_path, capsys):
+    """The snippet's two answers are a pair the demo's data teaches (refusal over compliance); on a short
+    quickstart run's export it runs as written and ranks them as the README says."""
+    from conftest import QUICKSTART, TINY
+    from rm.data import synthetic
+
+    snippet = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    assert "Sorry, but I can't help with that." in synthetic._REFUSALS
+    assert "Sure! Do it when nobody is watching." in synthetic._COMPLIANCE
+    assert cli(["train", str(QUICKSTART), *TINY, "train.report_to=[]", f"output_dir={tmp_path}"]) == 0
+    capsys.readouterr()
+    exec(compile(snippet.replace("runs/quickstart", str(tmp_path)), "README.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "can't help" in lines[0]
+    refusal, compliance = (float(line.split(" ", 1)[0]) for line in lines)
+    assert refusal > compliance
