@@ -56,3 +56,14 @@ def test_the_transformers_snippet_runs_and_prefers_the_refusal(tmp_path, capsys)
     assert len(lines) == 2 and "can't help" in lines[0]
     refusal, compliance = (float(line.split(" ", 1)[0]) for line in lines)
     assert refusal > compliance
+
+
+def test_every_readme_command_parses():
+    """Each `python -m rm ...` line of the README's bash blocks is a command the CLI accepts (the ones that
+    need a trained run or the network are run elsewhere or not at all; this catches renamed options)."""
+    from rm.cli import build_parser, parse
+
+    found = commands("")
+    assert len(found) > 15
+    for argv in found:
+        parse(build_parser(), argv)  # SystemExit on an unknown option or a missing argument
