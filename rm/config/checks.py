@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-NONNEGATIVE = ("train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
+NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
-POSITIVE = ("train.lr", "train.log_steps")
+POSITIVE = ("train.log_steps",)
 TRACKERS = ("tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "clearml", "dvclive", "swanlab", "all")
 """accelerate's tracker names (accelerate.utils.LoggerType), here so a config is checked without importing it."""
 

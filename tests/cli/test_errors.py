@@ -27,7 +27,17 @@ def run_dir(tmp_path_factory):
     return out
 
 
-def test_a_model_that_cannot_be_found(tmp_path, capsys):
+@pytest.fixture
+def fresh_accelerate_state():
+    """The pythia config's accelerator (bf16) is set up before the model fails to load; accelerate keeps its
+    state per process, so later runs in this process would inherit bf16 autocast: reset it."""
+    yield
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_model_that_cannot_be_found(tmp_path, capsys, fresh_accelerate_state):
     """Offline (the suite's HF_HUB_OFFLINE=1), the shipped pythia config cannot fetch its model."""
     assert cli(["train", str(REPO / "configs" / "hh-pythia-410m.yaml"), f"output_dir={tmp_path / 'a'}"]) == 2
     line = one_line_error(capsys)

@@ -186,7 +186,7 @@ def long_and_short(folder, short_train: int, short_test: int):
         ("short train", "error: no eval pairs left after encoding (20 loaded"),
         ("no short", "error: no training pairs left after encoding (20 loaded"),
         (["train.max_steps=-5"], "train.max_steps: must be >= 0, got -5"),
-        (["train.lr=-0.001"], "train.lr: must be > 0, got -0.001"),
+        (["train.lr=-0.001"], "train.lr: must be >= 0, got -0.001"),
         (["train.report_to=[bogus]"], "train.report_to: unknown tracker 'bogus'"),
         (["train.report_to=[wandb]"], "train.report_to: wandb is not installed"),
     ],
