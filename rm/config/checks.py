@@ -42,7 +42,10 @@ def run_problems(cfg: Any) -> list[str]:
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]
     if (cfg.export.private or cfg.export.revision) and not cfg.export.push_to_hub:
         problems.append("export.private/export.revision: only apply with export.push_to_hub=REPO_ID")
-    if cfg.export.push_to_hub and not cfg.export.enabled:
-        problems.append("export.push_to_hub: pushes the end-of-run export, so export.enabled must be true")
+    if cfg.export.push_to_hub and (not cfg.export.enabled or cfg.model.lora.qlora):
+        problems.append(
+            "export.push_to_hub: pushes the end-of-run export, which needs export.enabled=true (QLoRA runs "
+            "are not exported)"
+        )
     problems += [f"train.report_to: unknown tracker {n!r} (one of {', '.join(TRACKERS)}; [] for none)" for n in unknown]
     return problems

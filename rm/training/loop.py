@@ -1,8 +1,9 @@
 """The training loop: optimizer steps from where the run stands to `max_steps`, logging, evaluating and saving.
 
 Metrics stay on the device and are reduced across processes once per `train.log_steps` optimizer
-steps; the loop's one host sync per optimizer step is the check for a non-finite loss or a SIGTERM
-or Ctrl-C on any process (rm/training/faults.py). Checkpoints and resuming: rm/training/checkpoint.py.
+steps; the loop's host syncs per optimizer step are the check for a non-finite loss or a SIGTERM
+or Ctrl-C on any process, and (when clipping) for a non-finite gradient norm (rm/training/faults.py).
+Checkpoints and resuming: rm/training/checkpoint.py.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def epoch_batches(run: Run) -> Iterable[dict]:
 
 def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:
     """At the last micro-batch of a step: skip the update if any process saw a non-finite loss, else clip
-    and step; returns whether any process was asked to stop (SIGTERM, Ctrl-C). The one host sync per step."""
+    and step; returns whether any process was asked to stop (SIGTERM, Ctrl-C)."""
     accelerator, cfg = run.accelerator, run.cfg
     flags = accelerator.reduce(torch.stack([meter.bad, meter.bad.new_tensor(preemption.requested)]), "sum")
     n_bad, stop = flags.tolist()
