@@ -1,4 +1,5 @@
-# The few commands a newcomer needs. `make demo` and `make test` each work on a fresh clone.
+# The few commands a newcomer needs. `make demo` and `make test` each work on a fresh clone (and again:
+# the demo replaces its own earlier run in runs/quickstart, train.overwrite=true).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,7 +22,7 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed
 
 demo: setup
-	$(BIN)/python -m rm train configs/quickstart.yaml
+	$(BIN)/python -m rm train configs/quickstart.yaml train.overwrite=true
 
 test: setup
 	$(BIN)/python -m pytest -q

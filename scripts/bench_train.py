@@ -50,6 +50,7 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
     m = benchlib.MODEL
     overrides = [
         f"output_dir={work / mode}",
+        "train.overwrite=true",  # a rerun of the benchmark in the same --work folder
         f"data.source={work / 'hh'}",
         f"tokenizer.name_or_path={work / 'tokenizer'}",
         f"model.random_init.hidden_size={m['hidden_size']}",

@@ -3,7 +3,8 @@
 One module per command, each with `add(subparsers)` and `run(args) -> exit code`: parse, make one call,
 print. Commands import their library lazily, so `python -m rm --help` answers without loading torch.
 This is the only place where errors become exit codes: an `RMError` (a user's mistake or a run that
-could not go on) ends in one `error: ...` line; anything else is a bug and keeps its traceback.
+could not go on) ends in one `error: ...` line, and so does a Ctrl-C (exit code 130); anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,22 +14,41 @@ import os
 import sys
 
 from rm.cli import data, evaluate, export, redteam, score, sweep, train
+from rm.cli.examples import EXAMPLES, epilog
 from rm.errors import RMError, TrainingError
 
 COMMANDS = (train, sweep, data, export, evaluate, score, redteam)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rm", description=__doc__.splitlines()[0])
+    raw = argparse.RawDescriptionHelpFormatter  # keeps the examples' lines as written
+    parser = argparse.ArgumentParser(
+        prog="python -m rm", description=__doc__.splitlines()[0], epilog=epilog(""), formatter_class=raw
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add(sub)
+    for name, p in sub.choices.items():
+        if name in EXAMPLES:
+            p.epilog, p.formatter_class = epilog(name), raw
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, except that `key=value` overrides may also come after flags (`sweep X.yaml --dry-run
+    n_trials=2`): argparse takes the positionals in one go, so it would call the later ones unrecognized.
+    (parse_intermixed_args would do the same but refuses subcommands.)"""
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command in ("train", "sweep", "sweep-trial") and all("=" in e and e[0] != "-" for e in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     try:
         return args.func(args)
     except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
@@ -37,3 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     except RMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a Ctrl-C outside the training loop, or the second one inside it
+        print("\nerror: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130

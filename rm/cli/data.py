@@ -21,7 +21,7 @@ def add(sub) -> None:
     p.add_argument("--on-bad-record", choices=["error", "skip"], help="default error: stop at the first one")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--split", default="train", help="split to read from a directory or the Hub (train)")
-    p.add_argument("--subsets", default="", help="comma-separated subsets to keep")
+    p.add_argument("--subsets", nargs="*", default=[], help="subsets to keep, by spaces or commas (after SOURCE)")
     p.add_argument("--tokenizer", default="", help="tokenizer for lengths (default: a BPE trained on SOURCE)")
     p.add_argument("--max-length", type=int, default=512, help="report what this max_length would cut")
     p.add_argument("--vocab-size", type=int, default=8192, help="vocab of the BPE trained without --tokenizer")
@@ -37,6 +37,7 @@ def add(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rm.cli.options import subset_list
     from rm.config import load_config
     from rm.data.inspection import format_text, inspect_source
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = replace(cfg, source=str(Path(args.source)) if Path(args.source).exists() else args.source)
     cfg = replace(cfg, format=args.format or cfg.format, on_bad_record=args.on_bad_record or cfg.on_bad_record)
     if args.subsets:
-        cfg = replace(cfg, subsets=args.subsets.split(","))
+        cfg = replace(cfg, subsets=subset_list(args.subsets))
     result = inspect_source(cfg, args.split, args.tokenizer, args.max_length, args.vocab_size)
     print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else format_text(result))
     return 0

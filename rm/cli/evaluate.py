@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rm.cli.options import add_model_args
+from rm.cli.options import add_data_args, add_model_args, data_config, subset_list
 
 
 def add(sub) -> None:
@@ -13,7 +13,7 @@ def add(sub) -> None:
     p.add_argument("--data", required=True, help="pairs: .jsonl[.gz] file, hh-rlhf-style directory or Hub name")
     p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
     p.add_argument("--split", default="test", help="split to read from a directory or Hub dataset")
-    p.add_argument("--subsets", nargs="*", default=[], help="subsets to load (default: all)")
+    p.add_argument("--subsets", nargs="*", default=[], help="subsets to load, by spaces or commas (default: all)")
     p.add_argument(
         "--holdout",
         type=float,
@@ -27,6 +27,7 @@ def add(sub) -> None:
         default="error",
         help="skip (and count) malformed records instead of stopping, as training's data.on_bad_record",
     )
+    add_data_args(p)
     p.add_argument("--max-pairs", type=int, default=0, help="a seeded sample of at most this many pairs")
     p.add_argument("--bootstrap-samples", type=int, default=1000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         args.data,
         args.out,
         split=args.split,
-        subsets=args.subsets,
+        subsets=subset_list(args.subsets),
         holdout=args.holdout,
         split_seed=args.split_seed,
         max_pairs=args.max_pairs,
@@ -54,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         trust_remote_code=args.trust_remote_code,
         on_bad_record=args.on_bad_record,
+        data_cfg=data_config(args),
     )
     if result:  # the main process (the others return an empty result)
+        skipped = result["eval"]["records_skipped"]
+        if skipped:
+            print(f"skipped {sum(skipped.values())} bad records {skipped} (listed in eval.json)")
         print(format_table(result))
         print(f"report: {Path(args.out) / 'report.md'}")
     return 0

@@ -35,20 +35,57 @@ def run(args: argparse.Namespace) -> int:
         print("error: --private and --revision only apply with --push-to-hub REPO_ID", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from pathlib import Path
+
+    from rm.errors import ExportError
     from rm.export.folder import export_run
-    from rm.export.hub import check_repo_id, push_folder
+    from rm.export.hub import check_push, push_folder
 
     if args.push_to_hub:
-        check_repo_id(args.push_to_hub)
-    out = export_run(
-        args.source,
-        args.out,
-        normalize=args.normalize,
-        evaluate=args.eval,
-        model_id=args.push_to_hub or ".",
-        overwrite=args.overwrite,
-    )
-    print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+        check_push(args.push_to_hub)  # name and token before minutes of exporting, not after
+    out = Path(args.out)
+    if args.push_to_hub and not args.overwrite and holds_same_export(out, args.source, args.normalize):
+        print(f"{out} already holds this export (a retried push?): pushing it as it is")
+    else:
+        out = export_run(
+            args.source,
+            args.out,
+            normalize=args.normalize,
+            evaluate=args.eval,
+            model_id=args.push_to_hub or ".",
+            overwrite=args.overwrite,
+        )
+        print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     if args.push_to_hub:
-        print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+        try:
+            print(f"pushed: {push_folder(out, args.push_to_hub, private=args.private, revision=args.revision)}")
+        except ExportError as e:
+            raise ExportError(f"{e}: run the same command again to retry (the folder is reused as it is)") from None
     return 0
+
+
+def holds_same_export(out, source: str, normalize: bool | None) -> bool:
+    """Whether `out` is rm's export of these very weights (same run config, same step, same normalisation),
+    so that retrying a failed push needs neither --overwrite nor a second export."""
+    import json
+
+    import yaml
+
+    from rm.config import to_dict
+    from rm.errors import RMError
+    from rm.export.restore import resolve_source
+
+    if not (out / "rm_config.yaml").is_file() or not (out / "config.json").is_file():
+        return False
+    try:
+        src = resolve_source(source)
+    except RMError:
+        return False
+    normalize = src.cfg.export.normalize if normalize is None else normalize
+    card = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
+    return (
+        yaml.safe_load((out / "rm_config.yaml").read_text()) == to_dict(src.cfg)
+        and src.step is not None
+        and f"after {src.step} optimizer steps" in card
+        and ("reward_normalization" in json.loads((out / "config.json").read_text())) == normalize
+    )

@@ -9,8 +9,8 @@ they are used and never written back into the config.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from rm.config.checks import choice_problems, get_dotted, run_problems
 from rm.errors import ConfigError
 
 
@@ -210,6 +210,8 @@ class TrainConfig:
     resume: str = ""
     """`auto`: continue from the newest complete checkpoint in `output_dir` (start afresh if there is none);
     a path: continue from that checkpoint; empty: start afresh."""
+    overwrite: bool = False
+    """Start afresh in an output_dir holding an earlier run, deleting that run's files first (else that is refused)."""
     max_nonfinite: int = 5
     """A non-finite loss skips its optimizer step (counted in eval.json); this many in a row stop the run."""
     log_steps: int = 10
@@ -218,8 +220,8 @@ class TrainConfig:
     """Seed of model init, shuffling and dropout."""
     mixed_precision: str = ""
     """no, bf16, fp16, or auto (bf16 where the GPU has it, else no); empty keeps what `accelerate launch` chose."""
-    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])
-    """Accelerate trackers to log to (tensorboard, wandb…); empty for none."""
+    report_to: list[str] | str = field(default_factory=lambda: ["tensorboard"])
+    """Accelerate trackers to log to (tensorboard, wandb…; one name alone, report_to=wandb, works too); [] for none."""
     num_threads: int = 0
     """torch CPU threads (0: torch's default)."""
 
@@ -234,6 +236,12 @@ class ExportConfig:
     """Store the mean and std of the rewards over the training pairs in the export's config.json."""
     license: str = ""
     """License id for the model card's metadata (e.g. apache-2.0); empty leaves it unset and the card asks for it."""
+    push_to_hub: str = ""
+    """Hub repo id (me/my-rm) to upload the export to at the end of the run (token: HF_TOKEN or `hf auth login`)."""
+    private: bool = False
+    """Create that Hub repo private."""
+    revision: str = ""
+    """Hub branch to push to (created if missing); empty: main."""
 
 
 @dataclass
@@ -278,22 +286,8 @@ def validate(cfg: RunConfig) -> None:
         problems.append(f"train.max_nonfinite: must be >= 1, got {cfg.train.max_nonfinite}")
     if cfg.model.lora.qlora and cfg.model.lora.r <= 0:
         problems.append("model.lora.qlora: QLoRA trains LoRA adapters, so model.lora.r must be > 0")
+    problems += run_problems(cfg)
     if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
         problems.append("train.epochs: must be > 0 when train.max_steps is 0")
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
-
-
-def get_dotted(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def choice_problems(cfg: Any, choices: dict[str, tuple[str, ...]]) -> list[str]:
-    """One line per dotted key of `cfg` whose value is not among its allowed choices."""
-    return [
-        f"{key}: {value!r} is not one of {', '.join(map(repr, allowed))}"
-        for key, allowed in choices.items()
-        if (value := get_dotted(cfg, key)) not in allowed
-    ]

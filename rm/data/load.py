@@ -30,6 +30,8 @@ from rm.errors import DataError, NotPreferenceData, RecordError
 __all__ = ["HH_SUBSETS", "DataError", "Pair", "load_data", "load_pairs", "load_splits"]
 
 RED_TEAM = "red-team-attempts"
+SPLIT_NAMES = {"train", "test", "validation", "valid", "eval", "dev"}
+"""File stems that name a split: such a file's subset is its folder's name."""
 EXTENSIONS = sorted(SUFFIXES, key=lambda s: (s != ".jsonl.gz", s != ".jsonl", s))  # hh-rlhf's own first
 
 
@@ -82,10 +84,20 @@ def _layout(root: Path, split: str, subsets: list[str]) -> list[tuple[str, Path]
     return [(s, f) for s, f in found if (s in subsets if subsets else s != RED_TEAM)]
 
 
+def file_subset(path: Path) -> str:
+    """The subset of a single file's records (unless they name their own): its folder for a split file laid
+    out as hh-rlhf's `<subset>/<split>.<ext>` (harmless-base/test.jsonl.gz), else the file's own name
+    (prefs/my-pairs.jsonl is `my-pairs`, not `prefs`)."""
+    stem = next((path.name[: -len(s)] for s in SUFFIXES if path.name.endswith(s)), path.stem)
+    if stem.split("-")[0].lower() in SPLIT_NAMES and path.parent.name:
+        return path.parent.name
+    return stem or "default"
+
+
 def _files(path: Path, split: str, subsets: list[str]) -> tuple[list[tuple[str, Path]], bool]:
     """The files to read and whether their subsets are already chosen (folders) or still to filter."""
     if path.is_file():
-        return [(path.parent.name or "default", path)], False
+        return [(file_subset(path), path)], False
     found = _layout(path, split, subsets)
     if found:
         return found, True

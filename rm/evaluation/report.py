@@ -17,7 +17,9 @@ import json
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from accelerate import Accelerator
@@ -30,6 +32,7 @@ from rm.config import DataConfig
 from rm.data.encode import encode_pairs
 from rm.data.formats.pair import Pair
 from rm.data.load import holdout_split, load_pairs
+from rm.data.report import DataReport
 from rm.errors import DataError
 from rm.evaluation import metrics, plots
 from rm.evaluation.gather import gather_rewards, shut_down
@@ -49,14 +52,21 @@ def select_pairs(
     split_seed: int,
     max_pairs: int,
     on_bad_record: str = "error",
+    *,
+    data: DataConfig | None = None,
+    tokenizer: Any = None,
+    report: DataReport | None = None,
 ) -> tuple[list[Pair], str]:
     """The pairs to evaluate and a sentence saying which they are.
 
     `holdout` > 0 takes the held-out part of the same seeded, subset-stratified split that training
     makes with `data.eval_fraction=holdout data.split_seed=split_seed` (`rm.data.load.holdout_split`);
     `max_pairs` samples as training's `data.max_eval_pairs` does. So a run's own eval set is reproducible.
+    `data` gives format, columns, chat template and Argilla options as training's `data.*` keys, and
+    `tokenizer` (the model's) renders message lists with its chat template as training did.
     """
-    pairs = load_pairs(source, split, subsets, DataConfig(on_bad_record=on_bad_record))
+    cfg = replace(data or DataConfig(), on_bad_record=on_bad_record)
+    pairs = load_pairs(source, split, subsets, cfg, tokenizer=tokenizer, report=report)
     how = f"`{source}`" + (f" (split `{split}`)" if not Path(source).is_file() else "")
     if holdout:
         _, pairs = holdout_split(pairs, holdout, split_seed)
@@ -104,11 +114,17 @@ def evaluate_model(
     dtype: str = "float32",
     trust_remote_code: bool = False,
     on_bad_record: str = "error",
+    data_cfg: DataConfig | None = None,
 ) -> dict:
     started = time.perf_counter()
     accelerator = Accelerator()
-    pairs, how = select_pairs(data, split, list(subsets), holdout, split_seed, max_pairs, on_bad_record)
+    # The model first: its tokenizer's chat template renders message-list data, as in training.
     reward_model, tokenizer = load_reward_model(model, dtype, trust_remote_code)
+    report = DataReport(on_bad_record)
+    pairs, how = select_pairs(
+        data, split, list(subsets), holdout, split_seed, max_pairs, on_bad_record,
+        data=data_cfg, tokenizer=tokenizer, report=report,
+    )  # fmt: skip
     reward_model.to(accelerator.device)
     max_length = max_length or default_max_length(model, reward_model)
 
@@ -148,6 +164,8 @@ def evaluate_model(
         "model": model,
         "data": how,
         "pairs_loaded": len(pairs),
+        "records_skipped": report.skipped_counts(),
+        "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
         "pairs_dropped_too_long": len(dropped),
         "dropped": dropped,
         "prompts_truncated": cut,
@@ -216,6 +234,8 @@ def render_markdown(result: dict) -> str:
         f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {e['pairs_dropped_too_long']} dropped because "
         f"their responses alone exceed max_length={e['max_length']} tokens (listed in eval.json); "
         f"{e['prompts_truncated']} prompts lost leading turns to fit",
+        f"- bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
+        f"{e['records_skipped'] or ''} (listed in eval.json)",
         f"- intervals: {e['bootstrap']['method']} bootstrap, {e['bootstrap']['samples']} resamples, seed "
         f"{e['bootstrap']['seed']}; lengths in {e['length_unit']}",
         "",

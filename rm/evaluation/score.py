@@ -10,6 +10,7 @@ turns a list of them into a batch and the batch into one reward per sequence.
 
 from __future__ import annotations
 
+import gzip
 import json
 from itertools import islice
 from pathlib import Path
@@ -21,11 +22,12 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
+from rm.data.formats.chat import Renderer, messages_from
 from rm.data.formats.hh import ASSISTANT, split_pair
 from rm.data.report import DataReport
-from rm.data.sources import count_records, open_text, read_file
+from rm.data.sources import count_records, read_file
 from rm.data.tokenizer import special_prefix
-from rm.errors import DataError
+from rm.errors import RecordError
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 
@@ -47,21 +49,22 @@ def split_last_turn(text: str) -> tuple[str, str]:
     return text[: cut + len(ASSISTANT)], text[cut + len(ASSISTANT) :]
 
 
-def texts_of(record: Any, origin: str, field: str = "") -> list[tuple[str, str, str]]:
+def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | None = None) -> list[tuple[str, str, str]]:
     """(output key, prompt, response) for each text a record asks to score.
 
     `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
-    attempts), `text`, `prompt`+`response`, `chosen`+`rejected` (HH pairs or prompt/chosen/rejected,
-    scored as two texts: `chosen_reward` and `rejected_reward`).
+    attempts), `text`, `prompt`+`response`, `chosen`+`rejected` (HH pairs, prompt/chosen/rejected, or
+    message lists as training reads them, rendered by `renderer`; scored as two texts: `chosen_reward`
+    and `rejected_reward`). A record that cannot be scored raises RecordError (stop, or skip and count).
     """
     if not isinstance(record, dict):
-        raise DataError(f"{origin}: expected a JSON object, got {type(record).__name__}")
+        raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
 
     def text(name: str) -> str:
         value = record.get(name)
         if not isinstance(value, str):
             got = "missing" if name not in record else f"a {type(value).__name__}"
-            raise DataError(f"{origin}: field {name!r} must be a string, got {got}")
+            raise RecordError("not_a_string", f"field {name!r} must be a string, got {got}", name)
         return value
 
     if field:
@@ -71,6 +74,14 @@ def texts_of(record: Any, origin: str, field: str = "") -> list[tuple[str, str, 
             return [("reward", *split_last_turn(text(name)))]
     if "response" in record:
         return [("reward", text("prompt") if "prompt" in record else "", text("response"))]
+    if isinstance(record.get("chosen"), list) or isinstance(record.get("rejected"), list):
+        rendered = (renderer or Renderer()).pair(
+            messages_from(record.get("chosen"), "chosen"), messages_from(record.get("rejected"), "rejected")
+        )
+        return [
+            ("chosen_reward", rendered.prompt, rendered.chosen),
+            ("rejected_reward", rendered.prompt, rendered.rejected),
+        ]
     if "chosen" in record or "rejected" in record:
         chosen, rejected = text("chosen"), text("rejected")
         if "prompt" in record:
@@ -81,9 +92,10 @@ def texts_of(record: Any, origin: str, field: str = "") -> list[tuple[str, str, 
         except ValueError:  # identical or unsplittable: score the two conversations whole
             return [("chosen_reward", *split_last_turn(chosen)), ("rejected_reward", *split_last_turn(rejected))]
         return [("chosen_reward", prompt, chosen), ("rejected_reward", prompt, rejected)]
-    raise DataError(
-        f"{origin}: no text to score: expected a 'transcript', 'text', 'prompt'+'response' or "
-        f"'chosen'+'rejected' field (or name one with --field); fields are {sorted(record)}"
+    raise RecordError(
+        "no_text",
+        "no text to score: expected a 'transcript', 'text', 'prompt'+'response' or 'chosen'+'rejected' field "
+        f"(or name one with --field); fields are {sorted(record)}",
     )
 
 
@@ -99,6 +111,8 @@ def encode_text(
         p, r = [], r[len(r) - room :]
     elif cut:
         p = p[len(p) - (room - len(r)) :]
+    if not prefix and not p and not r:  # nothing to read a reward at (it would be a neighbour's token)
+        raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
     return ScoreSeq(prefix + p, r, truncated=cut)
 
 
@@ -136,44 +150,62 @@ def score_file(
     window: int = 0,
     layout: Layout | None = None,
     progress: bool = True,
-) -> dict[str, int]:
-    """Score every record of a JSON-lines file into another, in order; returns counts.
+    on_bad_record: str = "error",
+) -> dict[str, Any]:
+    """Score every record of a file (JSON lines or array, CSV, Parquet) into a JSON-lines file, in order.
 
     At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
-    `chosen_reward` and `rejected_reward`) and, where tokens were cut, `"truncated": true`.
+    `chosen_reward` and `rejected_reward`) and, where tokens were cut, `"truncated": true`. A bad
+    record stops the job naming file and line, or with `on_bad_record="skip"` is left out and counted
+    (`skipped` in the counts, by reason). The output is written as `<output>.partial` and renamed when
+    every record is done, so a file under the output's name is always complete.
     """
     layout = layout or default_layout(model, tokenizer.pad_token_id)
     window = window or 16 * batch_size
     device = next(model.parameters()).device
     prefix = special_prefix(tokenizer)
-    counts = {"records": 0, "texts": 0, "records_truncated": 0}
-    # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training; a bad record stops.
-    report = DataReport("error", repair_always=True)
+    renderer = Renderer(tokenizer)  # message lists: the model's chat template where it has one, as training
+    counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
+    # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
+    report = DataReport(on_bad_record, repair_always=True)
     records = read_file(Path(input_path), report)
     bar = tqdm(
         total=count_records(Path(input_path)), desc="score", unit="rec", disable=not progress, dynamic_ncols=True
     )
-    with open_text(Path(output_path), "w") as out:
+    final = Path(output_path)
+    partial = final.with_name(final.name + ".partial")
+    opener = gzip.open if final.name.endswith(".gz") else open  # by the final name: .partial is appended
+    with opener(partial, "wt", encoding="utf-8", newline="") as out:
         while True:
             chunk = list(islice(records, window))  # the next `window` (origin, record)
             if not chunk:
                 break
-            seqs, keys = [], []
+            seqs, keys, kept = [], [], []
             for origin, record in chunk:
-                parts = texts_of(record, origin, field)
+                try:
+                    parts = texts_of(record, origin, field, renderer)
+                    encoded = [encode_text(tokenizer, p, r, max_length, prefix) for _, p, r in parts]
+                except RecordError as e:
+                    report.reject(origin, e)  # raises in error mode
+                    continue
+                kept.append(record)
                 keys.append([key for key, _, _ in parts])
-                seqs += [encode_text(tokenizer, p, r, max_length, prefix) for _, p, r in parts]
+                seqs += encoded
             rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
-            for (_, record), names in zip(chunk, keys, strict=True):
+            for record, names in zip(kept, keys, strict=True):
                 scored = [next(rewards) for _ in names]
                 record.update({name: reward for name, (reward, _) in zip(names, scored, strict=True)})
                 if any(seq.truncated for _, seq in scored):
                     record["truncated"] = True
                     counts["records_truncated"] += 1
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            counts["records"] += len(chunk)
+            counts["records"] += len(kept)
             counts["texts"] += len(seqs)
             bar.update(len(chunk))
     bar.close()
+    partial.replace(final)
+    if report.skipped:
+        counts["skipped"] = report.skipped_counts()
+        counts["skipped_origins"] = [b.origin for b in report.skipped]
     return counts

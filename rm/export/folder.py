@@ -116,8 +116,8 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not overwrite:
             raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
-        if not (out / "config.json").is_file():
-            raise ExportError(f"refusing to replace {out}: it is not empty and holds no model (no config.json)")
+        if not (out / "rm_config.yaml").is_file():  # only what rm wrote: a model folder of one's own is kept
+            raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no rm_config.yaml)")
 
 
 @dataclass

@@ -26,13 +26,31 @@ def check_repo_id(repo_id: str) -> None:
         raise ExportError(f"--push-to-hub {repo_id!r}: {e}") from None
 
 
-def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None) -> str:
-    """Create the repo if needed (and the branch `revision`), upload `folder`; return the commit URL."""
-    from huggingface_hub import HfApi, get_token
+def check_push(repo_id: str) -> None:
+    """Everything a push needs that can be checked without the network: a valid name and a token.
+    Called before the export, which can take minutes (`--normalize` scores every training pair)."""
+    from huggingface_hub import get_token
 
     check_repo_id(repo_id)
     if get_token() is None:
         raise ExportError("no Hugging Face token: set HF_TOKEN or run `hf auth login` before --push-to-hub")
+
+
+def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None) -> str:
+    """Create the repo if needed (and the branch `revision`), upload `folder`; return the commit URL."""
+    check_push(repo_id)
+    try:
+        return _push(folder, repo_id, private, revision)
+    except Exception as e:  # noqa: BLE001 - network, permission or Hub errors: one line, the export kept
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ExportError(
+            f"pushing {folder} to {repo_id} failed ({type(e).__name__}: {first}); the export is kept"
+        ) from None
+
+
+def _push(folder: str | Path, repo_id: str, private: bool, revision: str | None) -> str:
+    from huggingface_hub import HfApi
+
     api = HfApi()
     # private=None leaves the visibility to the Hub's default (and an existing repo's as it is).
     api.create_repo(repo_id, repo_type="model", private=True if private else None, exist_ok=True)

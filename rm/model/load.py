@@ -6,6 +6,7 @@ training does; other architectures (BERT, DeBERTa…) pool the sequence themselv
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -55,13 +56,30 @@ def load_reward_model(
     except (OSError, ValueError) as e:
         if isinstance(e, ModelError):
             raise
-        raise ModelError(f"{name_or_path}: cannot load a sequence-classification model ({e})") from None
+        why = why_not_loaded(name_or_path, e)
+        raise ModelError(f"{name_or_path}: cannot load a sequence-classification model ({why})") from None
     try:
         score_head(hf)
         model: nn.Module = RewardModel(hf)
     except TypeError:
         model = PooledLogits(hf)
     return model.eval().to(device), tokenizer
+
+
+def why_not_loaded(name: str, error: BaseException) -> str:
+    """Why transformers could not load `name`, in a user's words: a path that does not exist (not "Repo id
+    must use alphanumeric chars"), an rm run directory given where a model is expected, or the Hub offline."""
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.yaml").is_file() and not (path / "config.json").is_file():
+        if (path / "export" / "config.json").is_file():
+            return f"{path} is an rm run directory, not a model: use its export, {path / 'export'}"
+        return f"{path} is an rm run directory, not a model: export it first (python -m rm export {path} --out DIR)"
+    if name.startswith(("/", ".", "~")) and not path.exists():
+        return f"the path {path} does not exist"
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "false", "no", ""):
+        first += " (HF_HUB_OFFLINE is set: a Hub model must already be in the local cache)"
+    return first
 
 
 def default_max_length(model_path: str, model: nn.Module) -> int:

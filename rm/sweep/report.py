@@ -98,13 +98,16 @@ def best_yaml(study: optuna.Study, sweep: Sweep, path: Path) -> bool:
     if not done:
         return False
     best = study.best_trial
-    overrides = trial_overrides(sweep, best.params, best.number)[:-1] + [f"output_dir=runs/{sweep.name}-best"]
+    trial = trial_overrides(sweep, best.params, best.number)[:-1]
+    # Trials usually skip the export (the shipped sweeps set export.enabled=false); the winner's retraining
+    # is the run whose model is wanted, so it exports.
+    overrides = trial + ["export.enabled=true", f"output_dir=runs/{sweep.name}-best"]
     cfg = load_config(sweep.cfg.base, overrides)
     header = (
         f"# python -m rm train {path}\n"
         f"# Best of sweep {sweep.name}: trial {best.number}, {objective_name(sweep.cfg)} = {best.value:.4f} "
         f"(its run: {best.user_attrs.get('output_dir', '?')}).\n"
-        f"# {sweep.cfg.base} with: {' '.join(overrides[:-1])}\n"
+        f"# {sweep.cfg.base} with: {' '.join(trial)}; export.enabled=true, so retraining it exports the model\n"
     )
     path.write_text(header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return True

@@ -98,7 +98,7 @@ def run(sweep: Sweep, worker: bool = False) -> int:
 
     t = tally(study)
     todo = max(0, budget - t["ended"] - t["running"]) + t["waiting"]
-    print(f"sweep {sweep.name}: {t['ended']} of {budget} trials ended, {todo} to run; study in {sweep.storage_url}")
+    print(f"sweep {sweep.name}: {t['ended']} of {budget} trials ended, {todo} to run; study in {sweep.shown_url}")
     if todo:
         try:
             study.optimize(
@@ -123,7 +123,7 @@ def dry_run(sweep: Sweep) -> int:
     budget = trial_budget(cfg)
     mode = "in this process" if in_process(cfg) else f"{cfg.parallelism} at a time, each in a child process"
     print(f"sweep {sweep.name}: {cfg.sampler} sampler, {budget} trials, {mode}")
-    print(f"objective: {direction(cfg)} {objective_name(cfg)}; study in {sweep.storage_url}")
+    print(f"objective: {direction(cfg)} {objective_name(cfg)}; study in {sweep.shown_url}")
     db = sweep.dir / "study.db"
     if not cfg.storage and db.is_file():
         t = tally(optuna.load_study(study_name=sweep.name, storage=open_storage(sweep.storage_url, heartbeat=False)))

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import socket
 import warnings
 from dataclasses import dataclass
@@ -38,6 +39,16 @@ class Sweep:
     name: str
     dir: Path
     storage_url: str
+
+    @property
+    def shown_url(self) -> str:
+        """The storage URL to print: a database password in it is masked (logs and terminals are shared)."""
+        return masked(self.storage_url)
+
+
+def masked(url: str) -> str:
+    """postgresql://user:secret@host/db -> postgresql://user:***@host/db"""
+    return re.sub(r"^([\w+.-]+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def resolve(path: str | Path, cfg: SweepConfig, storage: str = "") -> Sweep:
@@ -93,7 +104,7 @@ def open_study(sweep: Sweep, create: bool, read_only: bool = False) -> optuna.St
     `read_only` (for reports) takes those four from the study instead, so the file's overrides need not match.
     """
     cfg = sweep.cfg
-    missing = f"no study {sweep.name!r} in {sweep.storage_url}: start it once without --worker"
+    missing = f"no study {sweep.name!r} in {sweep.shown_url}: start it once without --worker"
     if create:
         sweep.dir.mkdir(parents=True, exist_ok=True)
     elif sweep.storage_url.startswith("sqlite:///") and not Path(sweep.storage_url[len("sqlite:///") :]).is_file():
@@ -121,7 +132,7 @@ def open_study(sweep: Sweep, create: bool, read_only: bool = False) -> optuna.St
     elif saved != identity:
         changed = sorted(k for k in identity if identity[k] != saved.get(k))
         raise ConfigError(
-            f"study {sweep.name!r} in {sweep.storage_url} was started with a different {', '.join(changed)}: "
+            f"study {sweep.name!r} in {sweep.shown_url} was started with a different {', '.join(changed)}: "
             "its trials would not compare; set another study_name or sweep_dir to start afresh"
         )
     # What a trial's child needs to report and prune (rm.sweep.trial.reporter_from_env), as of this start.

@@ -112,7 +112,7 @@ def run_in_process(trial: optuna.Trial, cfg: SweepConfig, overrides: list[str], 
     level = root.level
     root.setLevel(min(level, logging.INFO))
     try:
-        return main(load_config(cfg.base, overrides), on_eval=make_reporter(trial, cfg))
+        result = main(load_config(cfg.base, overrides), on_eval=make_reporter(trial, cfg))
     except optuna.TrialPruned:
         raise
     except Exception as e:
@@ -123,6 +123,9 @@ def run_in_process(trial: optuna.Trial, cfg: SweepConfig, overrides: list[str], 
         root.setLevel(level)
         root.removeHandler(handler)
         handler.close()
+    if result.get("interrupted"):  # Ctrl-C: the run saved a checkpoint; the sweep stops as before
+        raise KeyboardInterrupt
+    return result
 
 
 def run_child(trial: optuna.Trial, cfg: SweepConfig, cmd: list[str], storage_url: str, log_path: Path) -> dict:

@@ -1,6 +1,6 @@
 """What a long run meets and must survive or explain: pre-emption (SIGTERM), non-finite losses, out of memory.
 
-- SIGTERM (a cluster pre-empting the job) only sets a flag; the loop sees it at the next optimizer
+- SIGTERM (a cluster pre-empting the job) or a first Ctrl-C only sets a flag; the loop sees it at the next optimizer
   step boundary, saves a checkpoint and returns, so nothing is lost and nothing is left half-written.
 - A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
   `train.max_nonfinite` in a row stop the run with the step and the likely cause.
@@ -24,47 +24,63 @@ log = logging.getLogger("rm")
 
 
 class Preemption:
-    """While active, SIGTERM sets `requested` instead of killing the process.
+    """While active, SIGTERM and a first Ctrl-C (SIGINT) set `requested` instead of killing the process.
 
-    The handler does nothing else (no logging: it may interrupt code that holds the logging lock).
+    The loop then saves a checkpoint at the end of the optimizer step and stops, printing how to resume
+    (a Ctrl-C used to leave a traceback and nothing to resume from). A second Ctrl-C stops at once:
+    the handler gives SIGINT back to Python, which raises KeyboardInterrupt. The handler does nothing
+    else (no logging: it may interrupt code that holds the logging lock).
     """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous = None
+        self.signal_name = ""
+        """Which signal asked to stop (SIGTERM or SIGINT), for the message that says how to resume."""
+        self._previous: dict[int, object] = {}
 
     def __enter__(self) -> Preemption:
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
     def _handle(self, signum, frame) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: stop now, no checkpoint
         self.requested = True
+        self.signal_name = signal.Signals(signum).name
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        self._previous = {}
 
 
-def skip_nonfinite(n_bad: int, step: int, state, cfg: RunConfig, lr: float, model: torch.nn.Module) -> bool:
+def skip_nonfinite(
+    n_bad: int, step: int, state, cfg: RunConfig, lr: float, model: torch.nn.Module, what: str = "loss"
+) -> bool:
     """Count optimizer step `step` as skipped when `n_bad` micro-batches (over all processes) had a
-    non-finite loss; raise once `train.max_nonfinite` steps in a row were. `state` holds the counts."""
+    non-finite loss (or, `what="gradient"`, the step's clipped gradient norm was non-finite); raise once
+    `train.max_nonfinite` steps in a row were. `state` holds the counts."""
     if n_bad == 0:
         state.nonfinite_streak = 0
         return False
     state.nonfinite_skipped += 1
     state.nonfinite_streak += 1
+    where = f"in {n_bad} micro-batch(es)" if what == "loss" else "norm with a finite loss"
     log.warning(
-        "step %d: non-finite loss in %d micro-batch(es); optimizer step skipped (%d in a row, %d in this run)",
+        "step %d: non-finite %s %s; optimizer step skipped (%d in a row, %d in this run)",
         step,
-        n_bad,
+        what,
+        where,
         state.nonfinite_streak,
         state.nonfinite_skipped,
     )
     if state.nonfinite_streak >= cfg.train.max_nonfinite:
         first = step - state.nonfinite_streak + 1
         raise TrainingError(
-            f"stopping at step {step}: the loss was non-finite at {state.nonfinite_streak} optimizer steps in a row "
+            f"stopping at step {step}: the {what} was non-finite at {state.nonfinite_streak} optimizer steps in a row "
             f"(steps {first}-{step}, train.max_nonfinite={cfg.train.max_nonfinite}). "
             f"Likely cause: {likely_cause(cfg, first, lr, model)}"
         )

@@ -6,15 +6,27 @@ configs/accelerate/*.yaml`) says where: how many processes, DDP, FSDP or DeepSpe
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, parse_flag_from_env
 
-from rm.config import RunConfig
-from rm.errors import TrainingError
+from rm.config import RunConfig, save_config
+from rm.config.checks import trackers
+from rm.config.rundir import checkpoints
+from rm.errors import ConfigError, ModelError, TrainingError
+from rm.model.load import why_not_loaded
+
+RUN_FILES = ("config.yaml", "eval.json", "train_log.jsonl", "export", "checkpoints")
+"""What says an output_dir already holds a run (any one of them)."""
+WRITTEN = (*RUN_FILES, "rm", "data", "tokenizer", "data_report.json", "skipped.jsonl", ".export.partial")
+"""Everything a run writes into its output_dir (`rm` holds the TensorBoard events): what train.overwrite deletes."""
 
 
 def mixed_precision(requested: str) -> str | None:
@@ -36,11 +48,13 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
     on_cpu = world > 1 and not torch.accelerator.is_available()
     if on_cpu and parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"):  # accelerate would quietly run DDP instead
         raise TrainingError("DeepSpeed runs on GPUs only here; on the CPU shard with configs/accelerate/cpu-fsdp.yaml")
+    # accelerate logs each checkpoint's files at INFO ("[RANK 0] Model weights saved in ..."), six lines a save.
+    logging.getLogger("accelerate").setLevel(logging.WARNING)
     accelerator = Accelerator(
         cpu=on_cpu,
         gradient_accumulation_steps=cfg.train.grad_accum,
         mixed_precision=mixed_precision(cfg.train.mixed_precision),
-        log_with=cfg.train.report_to or None,
+        log_with=check_trackers(cfg) or None,
         project_dir=cfg.output_dir,
     )
     if accelerator.num_processes != world:
@@ -67,6 +81,21 @@ def shard_on_cpu(accelerator: Accelerator) -> None:
     accelerator.state.fsdp_plugin = plugin
 
 
+def check_trackers(cfg: RunConfig) -> list[str]:
+    """train.report_to as a list, each tracker installed: accelerate only warns and logs nowhere otherwise."""
+    from accelerate.tracking import get_available_trackers
+
+    wanted = trackers(cfg)
+    available = {str(t) for t in get_available_trackers()} | {"all"}
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise ConfigError(
+            f"train.report_to: {', '.join(missing)} is not installed (pip install {' '.join(missing)}), "
+            f"so the run would log nowhere: install it, or set train.report_to=[tensorboard] or []"
+        )
+    return wanted
+
+
 def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callable[[], torch.nn.Module]):
     """The trained `.hf` model (a PeftModel under LoRA) on the main process, None on the others.
 
@@ -81,3 +110,55 @@ def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callab
     fresh = rebuild()
     fresh.load_state_dict(state)
     return fresh.hf
+
+
+def check_output_dir(cfg: RunConfig) -> bool:
+    """Refuse an output_dir that would silently mix two runs; return True when `train.overwrite` asks to clear it.
+
+    A finished run's eval.json, export, config.yaml and TensorBoard events would otherwise be overwritten
+    or mixed with the new run's. Continuing (train.resume) is fine, and so is train.resume=auto in a
+    folder whose earlier run stopped before its first checkpoint and never finished.
+    """
+    out, t = Path(cfg.output_dir), cfg.train
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir={out}: is a file, not a directory: choose another output_dir")
+    earlier = [name for name in RUN_FILES if (out / name).exists()]
+    if not earlier or (t.resume == "auto" and checkpoints(out)) or t.resume not in ("", "auto"):
+        return False
+    if t.overwrite:
+        return True
+    if not t.resume and checkpoints(out):
+        return False  # rm.training.checkpoint.resume_point refuses, naming the newest checkpoint
+    if t.resume == "auto" and not (out / "eval.json").exists():
+        return False
+    finished = "a finished run" if (out / "eval.json").exists() else "an earlier run"
+    raise ConfigError(
+        f"output_dir={out} already holds {finished} ({', '.join(earlier)}): use another output_dir, "
+        "continue it with train.resume=auto, or replace it with train.overwrite=true"
+    )
+
+
+def claim_output_dir(cfg: RunConfig, clear: bool) -> None:
+    """Create output_dir (clearing an earlier run's files first when `clear`) and save the resolved config."""
+    out = Path(cfg.output_dir)
+    try:
+        if clear:
+            for name in WRITTEN:
+                path = out / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, out / "config.yaml")
+    except OSError as e:
+        raise ConfigError(
+            f"output_dir={out}: cannot write there ({e.strerror or e}): choose another output_dir"
+        ) from None
+
+
+@contextmanager
+def loading(key: str, name: str) -> Iterator[None]:
+    """A model or tokenizer that transformers cannot find becomes one line naming the config key, not 80
+    lines of traceback. transformers raises OSError for every kind: missing folder, bad repo id, offline."""
+    try:
+        yield
+    except OSError as e:
+        raise ModelError(f"{key}={name}: cannot load it: {why_not_loaded(name, e)}") from None

@@ -1,22 +1,26 @@
 """The training loop: optimizer steps from where the run stands to `max_steps`, logging, evaluating and saving.
 
 Metrics stay on the device and are reduced across processes once per `train.log_steps` optimizer
-steps; the loop's one host sync per optimizer step is the check for a non-finite loss or a SIGTERM
-on any process (rm/training/faults.py). Checkpoints and resuming: rm/training/checkpoint.py.
+steps; the loop's host syncs per optimizer step are the check for a non-finite loss or a SIGTERM
+or Ctrl-C on any process, and (when clipping) for a non-finite gradient norm (rm/training/faults.py).
+Checkpoints and resuming: rm/training/checkpoint.py.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rm.collate.planner import PairBatches
 from rm.config import RunConfig
@@ -28,6 +32,8 @@ from rm.training.checkpoint import TrainState
 from rm.training.faults import Preemption, explain_oom, skip_nonfinite
 
 log = logging.getLogger("rm")
+LOG = "train_log.jsonl"
+"""One JSON row per log step in the run directory, appended as the run goes."""
 
 
 @dataclass
@@ -55,6 +61,8 @@ class Run:
     subsets: list[str]
     state: TrainState
     max_steps: int
+    stopped_by: str = ""
+    """The signal that stopped the run early (SIGTERM, SIGINT), set by `fit`; empty when it ran to the end."""
 
 
 class Meter:
@@ -75,7 +83,8 @@ class Meter:
 
 
 def fit(run: Run, hooks: Hooks | None = None) -> bool:
-    """Optimizer steps from `run.state` up to `run.max_steps`; True when a SIGTERM stopped it (checkpoint saved).
+    """Optimizer steps from `run.state` up to `run.max_steps`; True when SIGTERM or Ctrl-C stopped it (checkpoint
+    saved, `run.stopped_by` names the signal).
 
     `run.state` is updated in place.
     """
@@ -83,8 +92,10 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     accelerator, state = run.accelerator, run.state
     meter = Meter(accelerator.device, state.pending if accelerator.is_main_process else None)
     bar = progress_bar(run)
+    start_log(run)
     run.model.train()
-    with Preemption() as preemption:
+    # Log lines (evals, checkpoints, warnings) go through tqdm.write: printed above the bar, not onto its line.
+    with Preemption() as preemption, logging_redirect_tqdm():
         while state.step < run.max_steps:
             for batch in epoch_batches(run):
                 with accelerator.accumulate(run.model):
@@ -105,7 +116,8 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                 after_step(run, meter, bar, hooks, stop)
                 if stop:
                     bar.close()
-                    log.warning("SIGTERM: stopped after step %d with a checkpoint", state.step)
+                    run.stopped_by = preemption.signal_name or "a signal on another process"
+                    log.warning("%s: stopped after step %d with a checkpoint", run.stopped_by, state.step)
                     return True
                 if state.step >= run.max_steps:
                     break
@@ -139,18 +151,26 @@ def epoch_batches(run: Run) -> Iterable[dict]:
 
 def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:
     """At the last micro-batch of a step: skip the update if any process saw a non-finite loss, else clip
-    and step; returns whether any process was asked to stop (SIGTERM). The one host sync per step."""
+    and step; returns whether any process was asked to stop (SIGTERM, Ctrl-C)."""
     accelerator, cfg = run.accelerator, run.cfg
     flags = accelerator.reduce(torch.stack([meter.bad, meter.bad.new_tensor(preemption.requested)]), "sum")
     n_bad, stop = flags.tolist()
     lr = run.scheduler.get_last_lr()[0]
     if not skip_nonfinite(int(n_bad), run.state.step + 1, run.state, cfg, lr, run.model):
-        if cfg.train.max_grad_norm > 0:
-            accelerator.clip_grad_norm_(run.model.parameters(), cfg.train.max_grad_norm)
-        run.optimizer.step()
+        if cfg.train.max_grad_norm <= 0 or finite_grad_norm(run, lr):
+            run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     meter.bad.zero_()
     return bool(stop)
+
+
+def finite_grad_norm(run: Run, lr: float) -> bool:
+    """Clip the gradients; False (the step is skipped and counted) when their global norm is not finite though
+    the loss was: an overflow in the backward pass. Clipping already computes the norm (the same on every
+    process), so checking it costs one host sync and no extra reduction."""
+    norm = run.accelerator.clip_grad_norm_(run.model.parameters(), run.cfg.train.max_grad_norm)
+    bad = norm is not None and not torch.isfinite(norm).item()
+    return not skip_nonfinite(int(bad), run.state.step + 1, run.state, run.cfg, lr, run.model, what="gradient")
 
 
 def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> None:
@@ -161,6 +181,7 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> N
         row = {"step": state.step, "loss": (total[0] / total[2]).item()}
         row |= {"train_accuracy": (total[1] / total[2]).item(), "lr": run.scheduler.get_last_lr()[0]}
         state.history.append(row)
+        append_log(run, row)
         accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=state.step)
         bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
         meter.sums.zero_()
@@ -175,6 +196,19 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> N
         state.pending = accelerator.reduce(meter.sums, "sum").tolist()
         state.scheduler = run.scheduler.state_dict()
         checkpoint.save(accelerator, cfg, state, run.model)
+
+
+def start_log(run: Run) -> None:
+    """train_log.jsonl as the run stands (a resumed run's rows so far): rows are appended as they are logged,
+    so a run stopped any way at all keeps its log up to the last log step."""
+    if run.accelerator.is_main_process:
+        Path(run.cfg.output_dir, LOG).write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
+
+
+def append_log(run: Run, row: dict) -> None:
+    if run.accelerator.is_main_process:
+        with open(Path(run.cfg.output_dir, LOG), "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def log_eval(accelerator: Accelerator, result: dict, step: int) -> None:

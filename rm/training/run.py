@@ -24,13 +24,15 @@ from transformers import PreTrainedTokenizerBase, get_scheduler
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
-from rm.config import RunConfig, save_config, to_dict
+from rm.config import RunConfig, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
 from rm.data.tokenizer import load_tokenizer, train_bpe, training_tokenizer
-from rm.errors import DataError
+from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
+from rm.evaluation.metrics import json_safe
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
+from rm.export.hub import check_push, push_folder
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.probe import choose_layout
@@ -38,7 +40,7 @@ from rm.model.reward import RewardModel, transformers_model
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom
-from rm.training.launch import exportable, make_accelerator
+from rm.training.launch import check_output_dir, claim_output_dir, exportable, loading, make_accelerator
 from rm.training.loop import Hooks, Run, fit, log_eval
 
 log = logging.getLogger("rm")
@@ -79,26 +81,31 @@ def main(
     with explain_oom(cfg, "training", run.state):
         interrupted = fit(run, Hooks(on_batch, on_eval))
     info = train_info(run, resume_from, started)
-    if accelerator.is_main_process:
-        (Path(cfg.output_dir) / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
     result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
+    main_process = accelerator.is_main_process
     del model, run  # the DDP wrapper must go before the process group (see shut_down)
     shut_down(accelerator)
+    if cfg.export.push_to_hub and main_process and not interrupted:
+        push_export(cfg)
     return result
 
 
 def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
     """The accelerator, the checkpoint to resume from (checked before any data is loaded), seed, run directory."""
     accelerator = make_accelerator(cfg)
+    if cfg.export.push_to_hub:
+        check_push(cfg.export.push_to_hub)  # a missing token found now, not after hours of training
+    clear = check_output_dir(cfg)  # every process, before the main one writes anything there
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        claim_output_dir(cfg, clear)
+    accelerator.wait_for_everyone()
     resume_from = checkpoint.resume_point(cfg)
     if cfg.model.lora.qlora:
         require_qlora(cfg.model)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     set_seed(cfg.train.seed)
-    if accelerator.is_main_process:
-        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        save_config(cfg, Path(cfg.output_dir) / "config.yaml")
     logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
     return accelerator, resume_from
 
@@ -108,7 +115,8 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
     out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
-    chat_tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
+    with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
+        chat_tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
     with accelerator.main_process_first():
         loaded = load_data(cfg.data, out, chat_tokenizer)
     subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
@@ -119,9 +127,18 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
         loaded.report.write(out)  # data_report.json and skipped.jsonl
-    if not train_set:
-        raise DataError(f"no training pairs left after encoding (collator.max_length={cfg.collator.max_length})")
+    check_not_empty(cfg, loaded, train_set, eval_set)
     return Encoded(loaded, tokenizer, train_set, eval_set, subsets)
+
+
+def check_not_empty(cfg: RunConfig, loaded: LoadedData, train_set: list, eval_set: list) -> None:
+    """Nothing to train or nothing to evaluate is an error, not a run that "succeeds" with `nan, n=0`."""
+    for name, pairs, encoded in (("training", loaded.train, train_set), ("eval", loaded.eval, eval_set)):
+        if not encoded:
+            raise DataError(
+                f"no {name} pairs left after encoding ({len(pairs)} loaded, all dropped because their responses "
+                f"alone exceed collator.max_length={cfg.collator.max_length} tokens): raise collator.max_length"
+            )
 
 
 def trained_tokenizer(cfg: RunConfig, loaded: LoadedData, accelerator: Accelerator) -> PreTrainedTokenizerBase:
@@ -146,7 +163,8 @@ def build_reward_model(
             hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
         return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
 
-    model = new_model(quantized=cfg.model.lora.qlora)
+    with loading("model.name_or_path", cfg.model.name_or_path):
+        model = new_model(quantized=cfg.model.lora.qlora)
     n_params = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     name = type(transformers_model(model.hf)).__name__
@@ -210,12 +228,12 @@ def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
 
 
 def stopped(run: Run, info: dict) -> dict:
-    """After a SIGTERM: the checkpoint is saved; a final eval and export could outlast the grace period."""
+    """After SIGTERM or Ctrl-C: the checkpoint is saved; a final eval and export could outlast the grace period."""
     if run.accelerator.is_main_process:
         out = run.cfg.output_dir
-        print(f"\nstopped by SIGTERM after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
+        print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
         print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
-    return {"interrupted": True, "train": info}
+    return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
 
 
 def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: dict) -> dict:
@@ -228,7 +246,8 @@ def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: 
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
     if accelerator.is_main_process:
-        (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        # JSON has no NaN (an undefined metric): null, so that every parser reads the file.
+        (out / "eval.json").write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")
         if cfg.export.enabled and cfg.model.lora.qlora:
             log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
         elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights
@@ -240,6 +259,20 @@ def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: 
         print(format_table(result))
         print(f"run directory: {out}")
     return result
+
+
+def push_export(cfg: RunConfig) -> None:
+    """Upload the end-of-run export (export.push_to_hub); a failure says how to push the finished run later."""
+    out, e = Path(cfg.output_dir), cfg.export
+    try:
+        url = push_folder(out / "export", e.push_to_hub, private=e.private, revision=e.revision or None)
+    except ExportError as err:
+        flags = (" --private" if e.private else "") + (f" --revision {e.revision}" if e.revision else "")
+        raise ExportError(
+            f"{err}. The run itself is complete; push it later with: "
+            f"python -m rm export {out} --out {out / 'export'} --push-to-hub {e.push_to_hub}{flags}"
+        ) from None
+    print(f"pushed: {url}")
 
 
 def flat(d: dict, prefix: str = "") -> dict:

@@ -33,11 +33,11 @@ def test_hh_layout_subsets_come_from_folder_names(tmp_path):
         load_pairs(str(tmp_path), "train", ["helpful-online"])
 
 
-def test_single_file_takes_its_folder_name_and_prompt_records_load(tmp_path):
+def test_single_file_takes_its_own_name_and_prompt_records_load(tmp_path):
     path = tmp_path / "mine" / "prefs.jsonl"
     write_jsonl(path, [{"prompt": "Q?", "chosen": " yes", "rejected": " no", "margin": 2}])
     (pair,) = load_pairs(str(path), "train", [])
-    assert (pair.prompt, pair.chosen, pair.rejected, pair.subset, pair.margin) == ("Q?", " yes", " no", "mine", 2.0)
+    assert (pair.prompt, pair.chosen, pair.rejected, pair.subset, pair.margin) == ("Q?", " yes", " no", "prefs", 2.0)
 
 
 @pytest.mark.parametrize(
@@ -128,3 +128,16 @@ def test_a_single_file_with_an_eval_split_is_refused_rather_than_evaluated_on_it
     write_jsonl(tmp_path / "prefs.jsonl", [HH])
     with pytest.raises(DataError, match=r"single file has no separate 'test' split; set data\.eval_split=''"):
         load_data(DataConfig(source=str(tmp_path / "prefs.jsonl")), tmp_path)
+
+
+def test_a_single_files_subset_is_named_from_the_file_unless_it_is_a_split_file(tmp_path):
+    """prefs/my-pairs.jsonl is subset `my-pairs` (not its folder, `prefs`); harmless-base/test.jsonl keeps
+    hh-rlhf's layout, where the folder is the subset."""
+    record = json.dumps({"prompt": "Q?", "chosen": " yes", "rejected": " no"}) + "\n"
+    for folder, name, subset in [
+        ("prefs", "my-pairs.jsonl", "my-pairs"),
+        ("harmless-base", "test.jsonl", "harmless-base"),
+    ]:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(record)
+        assert [p.subset for p in load_pairs(str(tmp_path / folder / name), "train", [])] == [subset]

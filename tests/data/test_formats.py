@@ -102,7 +102,7 @@ def test_conversations_split_on_their_shared_messages_and_render_as_hh_without_a
         ("\n\nHuman: Capital?\n\nAssistant:", " Paris", " Rome"),
     ]
     assert [p.parts_early for p in pairs] == [False, True, False, False]
-    assert subset_counts(pairs) == {"c": 4}
+    assert subset_counts(pairs) == {"chat": 4}  # named from the file
 
 
 @pytest.fixture()

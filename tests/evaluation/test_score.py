@@ -116,7 +116,9 @@ def test_records_are_written_before_later_ones_are_read(exported_tiny, tmp_path)
     model, tok = load_reward_model(str(exported_tiny))
     with pytest.raises(DataError, match=r"in\.jsonl:5: malformed JSON"):
         score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", window=2, progress=False)
-    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 4
+    # Written under a name that says it is unfinished; the output's own name only ever holds a whole file.
+    assert len((tmp_path / "out.jsonl.partial").read_text().splitlines()) == 4
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_bad_records_name_file_line_and_field(exported_tiny, tmp_path):
@@ -153,3 +155,52 @@ def test_score_cli(exported_tiny, tmp_path, capsys):
     assert len((tmp_path / "attempts.scored.jsonl").read_text().splitlines()) == 4
     assert cli_main(args + [str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl: cannot read" in capsys.readouterr().err
+
+
+def test_skip_mode_scores_the_rest_and_counts_what_it_left_out(exported_tiny, tmp_path, capsys):
+    lines = [json.dumps(RECORDS[1]), '{"text": ', json.dumps({"text": 3}), json.dumps(RECORDS[2])]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    args = ["score", "--model", str(exported_tiny), "--input", str(tmp_path / "in.jsonl")]
+    assert cli_main(args) == 2  # error mode: stops at line 2, naming it, and leaves no file under the output name
+    assert "in.jsonl:2: malformed JSON" in capsys.readouterr().err
+    assert not (tmp_path / "in.scored.jsonl").exists()
+    assert cli_main([*args, "--on-bad-record", "skip"]) == 0
+    out = capsys.readouterr().out
+    assert "scored 2 texts in 2 records" in out and "skipped 2 bad records" in out
+    assert "'malformed_json': 1" in out and "'not_a_string': 1" in out and "in.jsonl:2" in out
+    scored = [json.loads(line) for line in (tmp_path / "in.scored.jsonl").read_text().splitlines()]
+    assert [r["text"] if "text" in r else r["response"] for r in scored] == [RECORDS[1]["text"], " Hi there!"]
+    assert not (tmp_path / "in.scored.jsonl.partial").exists()
+
+
+def test_conversation_records_csv_and_non_utf8_input(exported_tiny, tmp_path, capsys):
+    """Message-list pairs (as train and eval read them) score as their HH rendering (this tokenizer has no
+    chat template); a CSV is read as a table; a line that is not UTF-8 is named by its line number."""
+    model, tok = load_reward_model(str(exported_tiny))
+    chosen = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": "It is 4."}]
+    rejected = [chosen[0], {"role": "assistant", "content": "It is 5."}]
+    src = write_jsonl(tmp_path / "conv.jsonl", [{"chosen": chosen, "rejected": rejected}])
+    score_file(model, tok, src, tmp_path / "conv_out.jsonl", progress=False)
+    got = json.loads((tmp_path / "conv_out.jsonl").read_text())
+    hh = CONVO.format(a=2, b=4).replace("It is 4.", "It is {}.")
+    assert got["chosen_reward"] == pytest.approx(plain_reward(exported_tiny, hh.format(4)), abs=1e-5)
+    assert got["rejected_reward"] == pytest.approx(plain_reward(exported_tiny, hh.format(5)), abs=1e-5)
+
+    (tmp_path / "t.csv").write_text('prompt,response\n"\n\nHuman: Say hi.\n\nAssistant:"," Hi there!"\n')
+    assert cli_main(["score", "--model", str(exported_tiny), "--input", str(tmp_path / "t.csv")]) == 0
+    row = json.loads((tmp_path / "t.scored.jsonl").read_text())
+    assert row["reward"] == pytest.approx(plain_reward(exported_tiny, RECORDS[2]["prompt"] + " Hi there!"), abs=1e-5)
+
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    assert cli_main(["score", "--model", str(exported_tiny), "--input", str(tmp_path / "latin.jsonl")]) == 2
+    assert "latin.jsonl:2: not valid UTF-8" in capsys.readouterr().err
+
+
+def test_an_empty_text_without_bos_is_refused_not_given_a_neighbours_reward(exported_tiny, tmp_path):
+    model, tok = load_reward_model(str(exported_tiny))
+    assert tok("", add_special_tokens=True)["input_ids"] == []  # this tokenizer adds no BOS
+    src = write_jsonl(tmp_path / "in.jsonl", [RECORDS[1], {"text": ""}, RECORDS[2]])
+    with pytest.raises(DataError, match=r"in\.jsonl:2: the text to score is empty"):
+        score_file(model, tok, src, tmp_path / "out.jsonl", progress=False)
+    counts = score_file(model, tok, src, tmp_path / "out.jsonl", progress=False, on_bad_record="skip")
+    assert counts["skipped"] == {"empty_text": 1} and counts["records"] == 2

@@ -137,7 +137,8 @@ def test_an_existing_folder_is_only_replaced_when_asked_and_only_if_it_is_an_exp
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me")
-    with pytest.raises(ExportError, match="holds no model"):
+    (precious / "config.json").write_text("{}")  # a model folder, but not one rm wrote (no rm_config.yaml)
+    with pytest.raises(ExportError, match="holds no rm export"):
         export_model(model, tokenizer, precious, RunConfig(), Weights(1, 1), options=ExportOptions(overwrite=True))
     assert (precious / "notes.txt").read_text() == "keep me"
     assert not list(tmp_path.glob(".*.partial"))

@@ -125,8 +125,10 @@ def test_killed_grid_sweep_restarts_and_accounts_for_every_trial_once(tmp_path):
     best_cfg = load_config(tmp_path / "sweep" / "best.yaml")
     trial_cfg = load_config(tmp_path / "sweep" / "trials" / f"{best.number:04d}" / "config.yaml")
     assert best_cfg.output_dir == "runs/tiny-best" and best_cfg == load_config(
-        tmp_path / "sweep" / "trials" / f"{best.number:04d}" / "config.yaml", ["output_dir=runs/tiny-best"]
+        tmp_path / "sweep" / "trials" / f"{best.number:04d}" / "config.yaml",
+        ["output_dir=runs/tiny-best", "export.enabled=true"],
     )
+    assert not trial_cfg.export.enabled and best_cfg.export.enabled  # the winner's retraining exports
     assert trial_cfg.loss.center_rewards_coef == best.params["loss.center_rewards_coef"]
     assert (tmp_path / "sweep" / "objective.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -236,6 +238,7 @@ def test_results_are_best_first_for_either_direction_and_every_file_is_written(t
         paths = write_reports(study, sweep)
         assert set(paths) == {"csv", "md", "best", "plot"}
         assert load_config(paths["best"]).train.lr == pytest.approx(table[0]["train.lr"])
+        assert load_config(paths["best"]).export.enabled  # even where the sweep's trials do not export
         assert paths["best"].read_text().startswith(f"# python -m rm train {paths['best']}\n")
         assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
 

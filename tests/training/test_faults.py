@@ -2,6 +2,8 @@
 row stop the run naming the step and the likely cause, and out-of-memory names the settings to lower."""
 
 import json
+import os
+import signal
 
 import pytest
 import torch
@@ -111,3 +113,144 @@ def test_out_of_memory_names_the_settings_to_lower(tmp_path, monkeypatch):
     checkpointing = load_config(QUICKSTART, ["model.gradient_checkpointing=true", "model.lora.r=8"])
     assert "gradient_checkpointing" not in oom_advice(checkpointing, "training")
     assert "model.lora.r" not in oom_advice(checkpointing, "training")
+
+
+def sigint_at(batches: dict[int, int], seen: list):
+    """An on_batch hook that sends this process `batches[n]` SIGINTs (Ctrl-C) after micro-batch n, and
+    records train_log.jsonl's steps as they stand at every micro-batch."""
+    count = [0]
+
+    def on_batch(batch, loss, out):
+        count[0] += 1
+        log = out / "train_log.jsonl"
+        seen.append([json.loads(r)["step"] for r in log.read_text().splitlines()] if log.exists() else None)
+        for _ in range(batches.get(count[0], 0)):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return on_batch
+
+
+def test_ctrl_c_saves_a_checkpoint_and_says_how_to_resume(tmp_path, capsys):
+    """The first Ctrl-C acts as SIGTERM does: a checkpoint at the end of the step, the resume command.
+    (on_batch runs after its step's stop check, so a Ctrl-C there is seen at the next step, 5.)"""
+    seen = []
+    cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=8", f"output_dir={tmp_path}"])
+    hook = sigint_at({4: 1}, seen)
+    result = main(cfg, on_batch=lambda b, loss: hook(b, loss, tmp_path))
+    out = capsys.readouterr().out
+    assert result["interrupted"] and result["stopped_by"] == "SIGINT" and result["train"]["steps"] == 5
+    assert (tmp_path / "checkpoints" / "step-5" / "trainer_state.json").is_file()
+    assert "stopped by SIGINT after step 5" in out and "train.resume=auto" in out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+    # train_log.jsonl grows at every log step (log_steps=1), not only at the end.
+    assert seen == [[], [1], [1, 2], [1, 2, 3], [1, 2, 3, 4]]
+    rows = [json.loads(r) for r in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path, capsys, monkeypatch):
+    cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=8", "export.enabled=false", f"output_dir={tmp_path}"])
+    hook = sigint_at({2: 2}, [])
+    with pytest.raises(KeyboardInterrupt):
+        main(cfg, on_batch=lambda b, loss: hook(b, loss, tmp_path))
+    assert not (tmp_path / "checkpoints").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # From the command line: one line and exit code 130, not a traceback.
+    import rm.training.run
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rm.training.run, "main", interrupted)
+    capsys.readouterr()
+    assert cli(["train", str(QUICKSTART), f"output_dir={tmp_path / 'cli'}"]) == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted (Ctrl-C)"
+
+
+def long_and_short(folder, short_train: int, short_test: int):
+    """train.jsonl and test.jsonl of prompt/chosen/rejected records: a few with one-word answers, the rest
+    with answers of 60 words, which collator.max_length=16 cannot hold."""
+    folder.mkdir()
+    words = " ".join(f"w{i}" for i in range(60))
+    for split, short in (("train", short_train), ("test", short_test)):
+        rows = [{"prompt": f"q{i}?", "chosen": "yes", "rejected": "no"} for i in range(short)]
+        rows += [{"prompt": f"q{i}?", "chosen": f"yes {words}", "rejected": f"no {words}"} for i in range(20)]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [f"data.source={folder}", "collator.max_length=16"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        # Some training pairs fit, no eval pair does: not a run that "succeeds" with `nan, n=0`.
+        ("short train", "error: no eval pairs left after encoding (20 loaded"),
+        ("no short", "error: no training pairs left after encoding (20 loaded"),
+        (["train.max_steps=-5"], "train.max_steps: must be >= 0, got -5"),
+        (["train.lr=-0.001"], "train.lr: must be >= 0, got -0.001"),
+        (["train.report_to=[bogus]"], "train.report_to: unknown tracker 'bogus'"),
+        (["train.report_to=[wandb]"], "train.report_to: wandb is not installed"),
+    ],
+)
+def test_runs_with_nothing_to_do_or_bad_settings_fail_in_one_line(tmp_path, capsys, overrides, says):
+    if isinstance(overrides, str):
+        overrides = long_and_short(tmp_path / "data", 3 if overrides == "short train" else 0, 0)
+    code = cli(["train", str(QUICKSTART), *SMALL, "train.max_steps=2", *overrides, f"output_dir={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err, err
+    assert "Traceback" not in err and not (tmp_path / "run" / "eval.json").exists()
+
+
+def test_report_to_may_be_one_name_and_eval_json_holds_no_bare_nan(tmp_path, monkeypatch):
+    """TRL users write report_to=wandb: one name is a list of one. An undefined metric is written as
+    null (valid JSON), not NaN."""
+    import rm.training.run
+
+    assert load_config(QUICKSTART, ["train.report_to=tensorboard"]).train.report_to == "tensorboard"
+    real = rm.training.run.evaluate
+
+    def with_nan(*args, **kwargs):
+        result = real(*args, **kwargs)
+        result["overall"]["mean_margin"] = float("nan")
+        return result
+
+    monkeypatch.setattr(rm.training.run, "evaluate", with_nan)
+    overrides = SMALL[:-2] + ["train.report_to=tensorboard", "train.max_steps=1", "export.enabled=false"]
+    main(load_config(QUICKSTART, overrides + [f"output_dir={tmp_path}"]))
+    text = (tmp_path / "eval.json").read_text()
+    assert "NaN" not in text
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))["overall"]["mean_margin"] is None
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+class InfiniteGradient(torch.autograd.Function):
+    """Identity forward (the loss stays finite); an infinite gradient backward: a backward-pass overflow."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
+def test_a_nonfinite_gradient_with_a_finite_loss_skips_its_step(tmp_path, monkeypatch):
+    """As for a NaN loss: a 6-step run whose 6th gradient is infinite ends with the weights of a clean 5-step
+    run. The check is the norm clipping computes (train.max_grad_norm > 0, the default)."""
+    common = SMALL + ["train.scheduler=constant", "train.warmup_ratio=0", "train.eval_steps=0"]
+    main(load_config(QUICKSTART, common + ["train.max_steps=5", f"output_dir={tmp_path / 'clean'}"]))
+    count = [0]
+
+    def loss(*args, **kwargs):
+        count[0] += 1
+        value = bradley_terry_loss(*args, **kwargs)
+        return InfiniteGradient.apply(value) if count[0] == 6 else value
+
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", loss)
+    result = main(load_config(QUICKSTART, common + ["train.max_steps=6", f"output_dir={tmp_path / 'inf'}"]))
+    assert result["train"]["nonfinite_skipped"] == 1 and result["train"]["steps"] == 6
+    clean = load_file(tmp_path / "clean" / "export" / "model.safetensors")
+    skipped = load_file(tmp_path / "inf" / "export" / "model.safetensors")
+    assert all(torch.equal(clean[k], skipped[k]) for k in clean)
+    log = [json.loads(line) for line in (tmp_path / "inf" / "train_log.jsonl").read_text().splitlines()]
+    assert log[5]["loss"] == log[5]["loss"]  # the loss itself was finite

@@ -140,3 +140,61 @@ def test_rm_eval_on_the_export_reproduces_the_runs_eval_json(run, tmp_path):
         assert got["subsets"][name]["n"] == m["n"]
         assert got["subsets"][name]["accuracy"] == pytest.approx(m["accuracy"], abs=1e-9)
         assert got["subsets"][name]["mean_margin"] == pytest.approx(m["mean_margin"], abs=1e-5)
+
+
+def test_a_second_run_into_a_finished_runs_directory_is_refused(tmp_path, capsys):
+    """Not a silent overwrite of eval.json, export/ and config.yaml with both runs' TensorBoard events
+    mixed: one line saying what to do; train.overwrite=true clears the earlier run first."""
+    from rm.cli import main as cli
+
+    small = TINY[:-5] + ["train.max_steps=2", "train.report_to=[tensorboard]", f"output_dir={tmp_path}"]
+    assert cli(["train", str(QUICKSTART), *small]) == 0
+    before = (tmp_path / "eval.json").read_text()
+    events = set(tmp_path.rglob("events.out.tfevents.*"))
+    assert events
+    capsys.readouterr()
+    assert cli(["train", str(QUICKSTART), *small, "train.lr=1e-2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: output_dir={tmp_path} already holds a finished run (config.yaml, eval.json")
+    assert "another output_dir" in err and "train.resume=auto" in err and "train.overwrite=true" in err
+    assert len(err.splitlines()) == 1 and (tmp_path / "eval.json").read_text() == before
+    assert load_config(tmp_path / "config.yaml").train.lr == 3e-3
+    # resume=auto without a checkpoint to continue from is no way around it either.
+    assert cli(["train", str(QUICKSTART), *small, "train.resume=auto"]) == 2
+    assert "a finished run" in capsys.readouterr().err
+
+    assert cli(["train", str(QUICKSTART), *small, "train.lr=1e-2", "train.overwrite=true"]) == 0
+    assert load_config(tmp_path / "config.yaml").train.lr == 1e-2
+    after = set(tmp_path.rglob("events.out.tfevents.*"))
+    assert after and not after & events  # the earlier run's events are gone
+
+
+def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    from rm.cli import main as cli
+
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for out, says in [(a_file, "is a file, not a directory"), (a_file / "run", "cannot write there")]:
+        assert cli(["train", str(QUICKSTART), f"output_dir={out}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: output_dir={out}: {says}") and len(err.splitlines()) == 1, err
+    if Path("/sys").is_dir():  # not writable even by root
+        assert cli(["train", str(QUICKSTART), "output_dir=/sys/rm-test-run"]) == 2
+        assert "error: output_dir=/sys/rm-test-run: cannot write there" in capsys.readouterr().err
+
+
+def test_log_lines_stay_off_the_progress_bar_and_checkpoints_are_quiet(tmp_path):
+    """In a terminal (or a log file) each eval line starts a line of its own instead of being appended to
+    the bar's, and a checkpoint adds no accelerate `[RANK 0]` lines."""
+    overrides = TINY + ["train.report_to=[]", "export.enabled=false", f"output_dir={tmp_path}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rm", "train", str(QUICKSTART), *overrides],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[RANK" not in proc.stderr and proc.stderr.count("checkpoint: ") == 1  # rm's own one line
+    evals = [line for line in proc.stderr.split("\n") if "eval accuracy" in line]
+    assert evals and all(line.rsplit("\r", 1)[-1].startswith("step ") for line in evals), evals
