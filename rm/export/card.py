@@ -39,6 +39,8 @@ class CardFacts:
     chat_template: bool = False
     model_id: str = "."
     """What the usage snippet loads: "." (the folder itself) or the Hub repo id."""
+    remote_code: str = ""
+    """Why loading needs trust_remote_code=True (rm/export/modeling.py); '' for transformers' own classes."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -96,13 +98,14 @@ def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
 
 def usage_snippet(facts: CardFacts) -> str:
     where = "this folder (run from inside it)" if facts.model_id == "." else "the Hub repository"
+    trust = ", trust_remote_code=True" if facts.remote_code else ""  # see the note under the snippet
     lines = [
         "import torch",
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline",
         "",
         f'model_id = "{facts.model_id}"  # {where}',
         "tokenizer = AutoTokenizer.from_pretrained(model_id)",
-        "model = AutoModelForSequenceClassification.from_pretrained(model_id).eval()",
+        f"model = AutoModelForSequenceClassification.from_pretrained(model_id{trust}).eval()",
         "",
         f'prompt = "{EXAMPLE_PROMPT}"',
         f"responses = [{', '.join(EXAMPLE_RESPONSES)}]",
@@ -119,7 +122,7 @@ def usage_snippet(facts: CardFacts) -> str:
         "print(rewards.tolist())",
         "",
         "# The same raw reward through a pipeline (no sigmoid or softmax on a single logit):",
-        'pipe = pipeline("text-classification", model=model_id, function_to_apply="none")',
+        f'pipe = pipeline("text-classification", model=model_id, function_to_apply="none"{trust})',
         "print(pipe(prompt + responses[0]))  # [{'label': 'reward', 'score': ...}]",
     ]
     return "\n".join(lines)
@@ -204,6 +207,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{metadata(cfg, facts).to_yaml()}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
-        f"{normalization_section(facts)}\n"
+        + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
+        + f"{normalization_section(facts)}\n"
         f"{training_section(cfg, facts)}"
     )

@@ -30,6 +30,7 @@ from rm.data.load import load_splits, subset_counts
 from rm.errors import ExportError
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
+from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.model.reward import score_head
@@ -158,6 +159,7 @@ def export_model(
     hf.config.num_labels = 1
     hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
     hf.config.pad_token_id = tokenizer.pad_token_id
+    point_config_at_modeling_file(hf)  # auto_map for rm's reward head on a causal LM, if this is one
     if norm is not None:
         hf.config.reward_normalization = norm
     elif hasattr(hf.config, "reward_normalization"):
@@ -173,6 +175,7 @@ def export_model(
         lora=lora,
         chat_template=bool(getattr(tokenizer, "chat_template", None)),
         model_id=model_id,
+        remote_code=remote_code_reason(hf),
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +183,7 @@ def export_model(
     if tmp.exists():
         shutil.rmtree(tmp)
     hf.save_pretrained(tmp)
+    write_modeling_file(hf, tmp)
     tokenizer.save_pretrained(tmp)
     save_config(cfg, tmp / "rm_config.yaml")
     if eval_result is not None:

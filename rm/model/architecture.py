@@ -58,6 +58,19 @@ def reward_class(config: PretrainedConfig) -> type[PreTrainedModel]:
     return wrapped_class(config)
 
 
+def own_class(config: PretrainedConfig, trust_remote_code: bool = False) -> type[PreTrainedModel] | None:
+    """rm's wrapped class for a folder's config, or None where `AutoModelForSequenceClassification` loads
+    it: transformers' own classes, and a repository's own code when trusted. rm's own exports name
+    `modeling_rm_reward` in `auto_map`; rm loads those with its own class, never the file's code.
+    """
+    auto = (getattr(config, "auto_map", None) or {}).get("AutoModelForSequenceClassification", "")
+    if is_native(config) or (auto and not auto.startswith("modeling_rm_reward.") and trust_remote_code):
+        return None
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING and not not_supported(config):
+        return wrapped_class(config)
+    return None
+
+
 def backbone_of(config: PretrainedConfig) -> tuple[str, type[PreTrainedModel]]:
     """(attribute name, class) of the causal LM's backbone, found on a weightless (meta) causal LM."""
     causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]

@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from rm.config import ModelConfig
 from rm.errors import ConfigError, ModelError
-from rm.model.architecture import is_native, not_supported, reward_class
+from rm.model.architecture import not_supported, own_class, reward_class
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -60,19 +60,15 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_
     if cfg.name_or_path:
         config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
         load = dict(dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation, **common)
-        if (
-            is_native(config)
-            or cfg.trust_remote_code
-            and "AutoModelForSequenceClassification" in getattr(config, "auto_map", {})
-        ):
+        why = not_supported(config)
+        if why and not cfg.trust_remote_code:
+            raise ModelError(f"{cfg.name_or_path}: {why}")
+        cls = own_class(config, cfg.trust_remote_code)
+        if cls is None:  # transformers' own class, or the repository's code (trusted)
             model = AutoModelForSequenceClassification.from_pretrained(
                 cfg.name_or_path, trust_remote_code=cfg.trust_remote_code, **load
             )
         else:
-            why = not_supported(config)
-            if why:
-                raise ModelError(f"{cfg.name_or_path}: {why}")
-            cls = reward_class(config)
             model = cls.from_pretrained(cfg.name_or_path, **(load | {"attn_implementation": attention(cls, cfg)}))
         if model.get_input_embeddings().num_embeddings < vocab_size:
             model.resize_token_embeddings(vocab_size)

@@ -32,6 +32,12 @@ class RewardHead:
         self.post_init()
 
     @classmethod
+    def is_custom_code(cls):
+        # All but the `score` layer is transformers' own code, so loading must treat it as such: initialise
+        # non-persistent buffers (Falcon-H1's mup_vector) and convert older checkpoint layouts (MoE experts).
+        return False
+
+    @classmethod
     def _can_set_experts_implementation(cls):
         # transformers looks for its experts decorator in the source of the class's own module; the
         # backbone's module is the one that has it (OLMoE, Nemotron-H…).
