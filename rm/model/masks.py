@@ -63,6 +63,18 @@ def attention_rules(config) -> dict[str | None, AttentionRule]:
     return {k: rules[k] for k in kinds}
 
 
+def column_limit(config) -> int | None:
+    """The widest packed row that stays exact for a model that reads a token's column in the row where it
+    should read its position (None: no such limit). Llama 4 scales the queries of its NoPE layers by
+    log1p(floor((column + 1) / floor_scale)) (attention temperature tuning), which is 0 for every
+    column below floor_scale - 1, whatever the token's position."""
+    config = config.get_text_config()
+    rope = getattr(config, "no_rope_layers", None) or []
+    if getattr(config, "attn_temperature_tuning", False) and not all(rope):
+        return int(config.floor_scale) - 1
+    return None
+
+
 def dense_mask(pair_ids: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
     """Boolean [rows, 1, T, T], True where query q may attend to key k (SDPA's convention).
 

@@ -17,7 +17,7 @@ from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.data.encode import EncodedPair
 from rm.model.architecture import recurrent_reason
-from rm.model.masks import attention_rules
+from rm.model.masks import attention_rules, column_limit
 from rm.model.reward import pair_rewards, transformers_model
 
 PROBE_MAX_TOKENS = 256
@@ -41,6 +41,8 @@ def choose_layout(model: torch.nn.Module, requested: str, pad_token_id: int) -> 
     else:
         span, checked = probe_span(hf)
         why_not = _probe(model, pad_token_id, span)
+        if (limit := column_limit(hf.config)) is not None:
+            checked += f"; exact for packed rows of at most {limit} tokens (attention temperature tuning)"
     if not why_not:
         return "shared", f"the model reproduces separate forwards in the shared layout ({checked})"
     if requested == "shared":

@@ -76,6 +76,13 @@ class RewardModel(nn.Module):
     ) -> torch.Tensor:
         """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
         if pair_ids is not None:
+            limit = masks.column_limit(transformers_model(self.hf).config)
+            if limit is not None and pair_ids.shape[1] > limit:
+                raise ValueError(
+                    f"packed rows of {pair_ids.shape[1]} tokens: this model is exact in the shared layout for rows of "
+                    f"at most {limit} (attention temperature tuning reads the column, not the position); "
+                    "lower collator.pack_length or use collator.layout=padded"
+                )
             attention_mask = self._shared_mask(pair_ids, segment_ids, position_ids)
         backbone = transformers_model(self.hf).base_model  # LlamaModel etc.: hidden states, no head
         extra = {} if position_ids is None else {"position_ids": position_ids}  # Mamba takes none

@@ -86,6 +86,23 @@ def test_llama4_chunked_attention_is_exact(tokenizer, monkeypatch):
     assert shared_error(model, tokenizer) > 1e-3
 
 
+@pytest.mark.parametrize("floor_scale", [8, 8192])
+def test_llama4_nope_layers_full_attention_and_temperature_tuning(tokenizer, floor_scale, monkeypatch):
+    """Layer 1 without RoPE: full attention (a dict of masks: chunked and full) and queries scaled by the
+    token's column in the row. Rows wider than floor_scale - 1 would change that scale: shared is refused."""
+    extra = {"attention_chunk_size": 16, "num_local_experts": 2, "intermediate_size_mlp": 64, "head_dim": 8}
+    model = tiny(tokenizer, "llama4_text", **extra, no_rope_layers=[1, 0], floor_scale=floor_scale, attn_scale=1.0)
+    assert set(masks.attention_rules(model.hf.config)) == {"chunked_attention", "full_attention"}
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    if floor_scale == 8:
+        assert layout == "padded" and "exact in the shared layout for rows of at most 7" in why
+        monkeypatch.setattr(masks, "column_limit", lambda config: None)
+        assert shared_error(model, tokenizer) > 1e-4  # what the refusal avoids
+    else:
+        assert layout == "shared" and "packed rows of at most 8191 tokens" in why
+        assert shared_error(model, tokenizer) <= 1e-5
+
+
 def test_a_window_longer_than_the_probe_is_said(tokenizer):
     model = tiny(tokenizer, "mistral", sliding_window=PROBE_MAX_TOKENS + 100)
     layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
