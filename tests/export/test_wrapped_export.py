@@ -83,3 +83,23 @@ def test_a_checkpoint_exports_to_the_same_files(run, tmp_path):
     weights = load_file(again / "model.safetensors")
     assert weights.keys() == final.keys() and all(torch.equal(weights[k], final[k]) for k in final)
     assert (again / "modeling_rm_reward.py").read_text() == (out / "export" / "modeling_rm_reward.py").read_text()
+
+
+def test_the_cards_snippet_runs_with_remote_code(run, monkeypatch):
+    """The model card's own usage snippet, executed in the export folder, gives rm's rewards."""
+    from test_card import snippet
+
+    from rm.model.load import load_reward_model
+
+    name, out, cfg, _ = run
+    code = snippet((out / "export" / "README.md").read_text())
+    assert code.count("trust_remote_code=True") == 2  # the model and the pipeline
+    monkeypatch.chdir(out / "export")
+    namespace: dict = {}
+    exec(compile(code, "README.md snippet", "exec"), namespace)
+    model, tokenizer = load_reward_model(str(out / "export"))
+    batch = tokenizer([namespace["prompt"] + r for r in namespace["responses"]], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        want = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    assert torch.allclose(namespace["rewards"], want, atol=1e-5, rtol=0)
+    assert namespace["pipe"](namespace["prompt"])[0]["label"] == "reward"
