@@ -50,7 +50,7 @@ def remote_code_reason(hf: PreTrainedModel) -> str:
     return (
         f"transformers has no sequence-classification class for `{hf.config.model_type}`, so this folder carries "
         f"`{FILE}`, written by rm: a `score` layer on the causal LM's own `{type(hf).backbone_class.__name__}`, "
-        "read at the last attended token (about 60 lines, importing only torch and transformers; read it before "
+        "read at the last attended token (about 70 lines, importing only torch and transformers; read it before "
         "trusting it). rm itself loads the folder without it (`rm score`, `rm eval`)."
     )
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import sys
 
 import torch
+import transformers
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+    MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
 )
 
 from rm.model.head import RewardHead
@@ -42,7 +44,9 @@ def not_supported(config: PretrainedConfig) -> str:
 
 def is_native(config: PretrainedConfig) -> bool:
     """Whether transformers has a sequence-classification class for this config (no wrapping needed)."""
-    return type(config) in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
+    # By model type in transformers' own table: loading an rm export with remote code registers its class
+    # in the Auto mapping for the rest of the process, and that must not make the architecture "native".
+    return getattr(config, "model_type", None) in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
 
 def reward_class(config: PretrainedConfig) -> type[PreTrainedModel]:
@@ -54,7 +58,7 @@ def reward_class(config: PretrainedConfig) -> type[PreTrainedModel]:
     if why:
         raise ValueError(why)
     if is_native(config):
-        return MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING[type(config)]
+        return getattr(transformers, MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES[config.model_type])
     return wrapped_class(config)
 
 

@@ -130,15 +130,21 @@ def test_gradient_checkpointing_on_the_head_gives_the_same_gradients(tokenizer, 
 
 def test_rm_loads_a_wrapped_export_without_remote_code(tokenizer, tmp_path):
     """`rm score` / `rm eval` (load_reward_model) build rm's own class; the exported file never runs."""
+    from transformers import AutoModelForSequenceClassification
+
     from rm.config import RunConfig
     from rm.export.folder import Weights, export_model
     from rm.model.load import load_reward_model
 
     hf = granite(tokenizer).eval()
     out = export_model(hf, tokenizer, tmp_path / "export", RunConfig(), Weights(None, None))
+    # Loading it with remote code registers the file's class for GraniteConfig in this process's Auto
+    # mapping; rm must go on using its own class all the same.
+    AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True)
     (out / "modeling_rm_reward.py").write_text("raise RuntimeError('remote code ran')\n")  # must not be needed
     model, _ = load_reward_model(str(out), trust_remote_code=False)
     assert type(model.hf).__module__ == "rm.model.architecture"
+    assert type(granite(tokenizer)).__module__ == "rm.model.architecture"
     batch = PaddedCollator(tokenizer.pad_token_id)(random_pairs(len(tokenizer), 4, seed=2))
     with torch.no_grad():
         got, want = torch.cat(pair_rewards(model, batch)), torch.cat(pair_rewards(RewardModel(hf), batch))
