@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from rm.errors import TrainingError
 from rm.model import masks
 
 
@@ -78,7 +79,7 @@ class RewardModel(nn.Module):
         if pair_ids is not None:
             limit = masks.column_limit(transformers_model(self.hf).config)
             if limit is not None and pair_ids.shape[1] > limit:
-                raise ValueError(
+                raise TrainingError(
                     f"packed rows of {pair_ids.shape[1]} tokens: this model is exact in the shared layout for rows of "
                     f"at most {limit} (attention temperature tuning reads the column, not the position); "
                     "lower collator.pack_length or use collator.layout=padded"
