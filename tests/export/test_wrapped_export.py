@@ -4,6 +4,8 @@ reproduces the run's rewards, and rm rebuilds checkpoints and evaluates the expo
 
 import ast
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -58,8 +60,11 @@ def test_the_export_carries_its_modeling_file_and_says_why(run):
     card = (export / "README.md").read_text()
     assert "from_pretrained(model_id, trust_remote_code=True)" in card
     assert f"Why `trust_remote_code=True`: transformers has no sequence-classification class for `{name}`" in card
-    with pytest.raises(ValueError, match="trust_remote_code"):  # plain transformers asks first
-        AutoModelForSequenceClassification.from_pretrained(export)
+    if name == "granite":  # plain transformers asks first; in a fresh process, as loading with remote code
+        # registers the class in this one's Auto mapping (which rm ignores: rm/model/architecture.is_native)
+        code = "from transformers import AutoModelForSequenceClassification as A; A.from_pretrained('export')"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=out)
+        assert proc.returncode != 0 and "trust_remote_code=True" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_plain_transformers_reproduces_the_runs_rewards(run, tmp_path):
