@@ -81,16 +81,19 @@ def _probe(model: torch.nn.Module, pad_token_id: int, span: int = 0) -> str:
         h = span // 2
         shapes = [(span - 2, 3, 5), (h + 1, h + 2, h + 3), (2, span + 2, span - 1)]
         pairs += [EncodedPair(ids(p), ids(c), ids(r), 0, index=2 + i) for i, (p, c, r) in enumerate(shapes)]
+
+    def rewards(collate) -> tuple[torch.Tensor, torch.Tensor]:
+        return pair_rewards(model, {k: v.to(device) for k, v in collate(pairs).items()})
+
     was_training = model.training
     model.eval()
     try:
-        batches = [c(pairs) for c in (SharedCollator(pad_token_id), PaddedCollator(pad_token_id))]
-        (sc, sr), (pc, pr) = [
-            pair_rewards(model, {k: v.to(device) for k, v in b.items()}) for b in batches
-        ]  # fmt: skip
-    except Exception as e:  # an architecture that rejects custom masks or position ids
-        first = (str(e).splitlines() or [""])[0]
-        return f"{type(hf).__name__} rejected the shared layout ({type(e).__name__}: {first})"
+        pc, pr = rewards(PaddedCollator(pad_token_id))  # a model that fails here fails training too: raise
+        try:
+            sc, sr = rewards(SharedCollator(pad_token_id))
+        except Exception as e:  # an architecture that rejects custom masks or position ids
+            first = (str(e).splitlines() or [""])[0]
+            return f"{type(hf).__name__} rejected the shared layout ({type(e).__name__}: {first})"
     finally:
         model.train(was_training)
     got, want = torch.cat([sc, sr]), torch.cat([pc, pr])

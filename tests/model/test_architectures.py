@@ -42,7 +42,7 @@ class Arch:
 
 ARCHS = [
     Arch("llama"),
-    Arch("qwen3"),
+    Arch("qwen3", {"sliding_window": WINDOW, "use_sliding_window": True, "max_window_layers": 1}, why=PAST_WINDOW),
     Arch("gpt_neox"),
     Arch("mistral", {"sliding_window": WINDOW}, why=PAST_WINDOW),
     Arch("phi3", {"sliding_window": WINDOW}, why=PAST_WINDOW),
