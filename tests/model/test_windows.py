@@ -119,3 +119,24 @@ def test_recurrent_models_are_refused_shared_with_the_reason(tokenizer, model_ty
     assert layout == "padded" and f"{model_type} is recurrent or hybrid" in why and "carry state" in why
     with pytest.raises(ValueError, match="collator.layout=shared is not possible: .*recurrent"):
         choose_layout(model, "shared", tokenizer.pad_token_id)
+
+
+@pytest.mark.slow
+def test_flex_attention_block_masks_apply_windows_per_layer_type(tokenizer):
+    """The FlexAttention path (compiled; the fast one on GPU) with Gemma 3's alternating layers: one BlockMask
+    per layer type, each with its window, equals separate forwards of the same weights under SDPA."""
+    extra = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"], "head_dim": 8}
+    shape = RandomInitConfig(
+        model_type="gemma3_text", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    shape.config = extra
+    vocab, pad = len(tokenizer), tokenizer.pad_token_id
+    torch.manual_seed(0)
+    flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), vocab, pad, None)
+    sdpa = build_model(ModelConfig(random_init=shape), vocab, pad, None)
+    sdpa.load_state_dict(flex.state_dict())
+    pairs = window_pairs(vocab, 6, seed=4)
+    with torch.no_grad():
+        chosen, rejected = pair_rewards(RewardModel(flex).eval(), SharedCollator(pad, pack_length=128)(pairs))
+        want = separate(RewardModel(sdpa).eval(), pairs)
+    assert (torch.cat([chosen, rejected]) - want).abs().max().item() <= 1e-5
