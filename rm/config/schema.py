@@ -19,7 +19,7 @@ class RandomInitConfig:
     """Shape of a backbone built from scratch (used when ``model.name_or_path`` is empty)."""
 
     model_type: str = "llama"
-    """Any `transformers` model type with a sequence-classification class (llama, qwen2, mistral, gpt_neox…)."""
+    """Any `transformers` causal-LM model type (llama, qwen3, mistral, gemma4_text, granite, mamba…; see README)."""
     hidden_size: int = 128
     """Width of the residual stream."""
     num_hidden_layers: int = 2
@@ -30,6 +30,8 @@ class RandomInitConfig:
     """Width of the MLP."""
     max_position_embeddings: int = 1024
     """Longest sequence the position embeddings cover."""
+    config: dict[str, bool | int | float | str | list[bool | int | float | str] | None] = field(default_factory=dict)
+    """Extra keys for the architecture's transformers config, over the fields above (e.g. {sliding_window: 16})."""
 
 
 @dataclass

@@ -42,6 +42,8 @@ class CardFacts:
     """The trained `collator.max_length`: the tokenizer's model_max_length."""
     model_id: str = "."
     """What the usage snippet loads: "." (the folder itself) or the Hub repo id."""
+    remote_code: str = ""
+    """Why loading needs trust_remote_code=True (rm/export/modeling.py); '' for transformers' own classes."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -122,13 +124,14 @@ def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
 
 def usage_snippet(facts: CardFacts) -> str:
     where = "this folder (run from inside it)" if facts.model_id == "." else "the Hub repository"
+    trust = ", trust_remote_code=True" if facts.remote_code else ""  # see the note under the snippet
     lines = [
         "import torch",
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline",
         "",
         f'model_id = "{facts.model_id}"  # {where}',
         "tokenizer = AutoTokenizer.from_pretrained(model_id)",
-        "model = AutoModelForSequenceClassification.from_pretrained(model_id).eval()",
+        f"model = AutoModelForSequenceClassification.from_pretrained(model_id{trust}).eval()",
         "",
         f'prompt = "{EXAMPLE_PROMPT}"',
         f"responses = [{', '.join(EXAMPLE_RESPONSES)}]",
@@ -146,7 +149,7 @@ def usage_snippet(facts: CardFacts) -> str:
         "print(rewards.tolist())",
         "",
         "# The same raw reward through a pipeline (problem_type is regression: no sigmoid):",
-        'pipe = pipeline("text-classification", model=model_id)',
+        f'pipe = pipeline("text-classification", model=model_id{trust})',
         "print(pipe(prompt + responses[0]))  # [{'label': 'reward', 'score': ...}]",
         "",
         "# Conversations: the chat template writes the text the model was trained on",
@@ -255,7 +258,8 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
-        f"{tokenization_section(facts)}\n"
+        + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
+        + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"
         f"{training_section(cfg, facts)}"
     )

@@ -32,6 +32,7 @@ from rm.errors import ExportError
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
 from rm.export.compat import export_tokenizer, finish_folder, template_kind
+from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.model.reward import score_head
@@ -184,6 +185,7 @@ def export_model(
         norm = normalization(scores, describe_training_data(cfg, len(data.train)))
 
     set_reward_config(hf, tokenizer.pad_token_id, norm)
+    point_config_at_modeling_file(hf)  # auto_map for rm's reward head on a causal LM, if this is one
     facts = CardFacts(
         architecture=type(hf).__name__,
         n_parameters=sum(p.numel() for p in hf.parameters()),
@@ -196,6 +198,7 @@ def export_model(
         chat_template=template_kind(tokenizer, cfg),
         max_length=cfg.collator.max_length,
         model_id=model_id,
+        remote_code=remote_code_reason(hf),
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +206,7 @@ def export_model(
     if tmp.exists():
         shutil.rmtree(tmp)
     hf.save_pretrained(tmp)
+    write_modeling_file(hf, tmp)
     saved_tokenizer = export_tokenizer(tokenizer, cfg)
     saved_tokenizer.save_pretrained(tmp)
     save_config(cfg, tmp / "rm_config.yaml")

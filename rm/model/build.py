@@ -1,7 +1,9 @@
 """Building the transformers model behind a reward model: loaded by name or path, or random from a config.
 
-The model is an `AutoModelForSequenceClassification` with one output, so the exported folder is the
-trained weights under the architecture's own names (see `rm/model/reward.py` for how it is called).
+The model is the architecture's `…ForSequenceClassification` with one output where transformers has
+one, so the exported folder is the trained weights under the architecture's own names; any other
+causal LM gets rm's reward head on its backbone (rm/model/architecture.py). Either way
+rm/model/reward.py calls the backbone and the `score` head itself.
 """
 
 from __future__ import annotations
@@ -10,42 +12,70 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from rm.config import ModelConfig
+from rm.errors import ConfigError, ModelError
+from rm.model.architecture import not_supported, own_class, reward_class
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def random_config(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int | None):
+    """The transformers config of `cfg.random_init`: its shape fields, then its extra `config` keys."""
+    r = cfg.random_init
+    shape = {
+        "vocab_size": vocab_size,
+        "hidden_size": r.hidden_size,
+        "num_hidden_layers": r.num_hidden_layers,
+        "num_attention_heads": r.num_attention_heads,
+        "num_key_value_heads": r.num_attention_heads,
+        "intermediate_size": r.intermediate_size,
+        "max_position_embeddings": r.max_position_embeddings,
+        "eos_token_id": eos_token_id,
+        "bos_token_id": None,
+        "tie_word_embeddings": False,
+        "num_labels": 1,
+        "pad_token_id": pad_token_id,
+    }
+    try:
+        config = AutoConfig.for_model(r.model_type, **(shape | dict(r.config)))
+    except (ValueError, TypeError, KeyError) as e:  # unknown model type, or a config its validators refuse
+        first = " ".join(str(e).split())[:300]
+        raise ConfigError(f"model.random_init (model_type {r.model_type!r}): {first}") from None
+    why = not_supported(config)
+    if why:
+        raise ConfigError(f"model.random_init.model_type: {why}")
+    return config
+
+
+def attention(cls: type[PreTrainedModel], cfg: ModelConfig) -> str:
+    """`cfg.attn_implementation`, except that SDPA, the default, becomes eager for the classes without it
+    (Gemma 2, and Mamba's, which have no attention at all)."""
+    if cfg.attn_implementation == "sdpa" and not getattr(cls, "_supports_sdpa", False):
+        return "eager"
+    return cfg.attn_implementation
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int | None) -> PreTrainedModel:
     """Load `cfg.name_or_path`, or build a random model of `cfg.random_init`'s shape (seed first)."""
     common = {"num_labels": 1, "pad_token_id": pad_token_id}
     if cfg.name_or_path:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            cfg.name_or_path,
-            dtype=DTYPES[cfg.dtype],
-            attn_implementation=cfg.attn_implementation,
-            trust_remote_code=cfg.trust_remote_code,
-            **common,
-        )
+        config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+        load = dict(dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation, **common)
+        why = not_supported(config)
+        if why and not cfg.trust_remote_code:
+            raise ModelError(f"{cfg.name_or_path}: {why}")
+        cls = own_class(config, cfg.trust_remote_code)
+        if cls is None:  # transformers' own class, or the repository's code (trusted)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                cfg.name_or_path, trust_remote_code=cfg.trust_remote_code, **load
+            )
+        else:
+            model = cls.from_pretrained(cfg.name_or_path, **(load | {"attn_implementation": attention(cls, cfg)}))
         if model.get_input_embeddings().num_embeddings < vocab_size:
             model.resize_token_embeddings(vocab_size)
     else:
-        r = cfg.random_init
-        config = AutoConfig.for_model(
-            r.model_type,
-            vocab_size=vocab_size,
-            hidden_size=r.hidden_size,
-            num_hidden_layers=r.num_hidden_layers,
-            num_attention_heads=r.num_attention_heads,
-            num_key_value_heads=r.num_attention_heads,
-            intermediate_size=r.intermediate_size,
-            max_position_embeddings=r.max_position_embeddings,
-            eos_token_id=eos_token_id,
-            bos_token_id=None,
-            tie_word_embeddings=False,
-            **common,
-        )
-        model = AutoModelForSequenceClassification.from_config(
-            config, dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
-        )
+        config = random_config(cfg, vocab_size, pad_token_id, eos_token_id)
+        cls = reward_class(config)
+        model = cls._from_config(config, dtype=DTYPES[cfg.dtype], attn_implementation=attention(cls, cfg))
     if cfg.gradient_checkpointing:
         # Non-reentrant, torch's recommended mode: it needs no input that requires grad (frozen
         # embeddings under LoRA) and composes with DDP.

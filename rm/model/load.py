@@ -1,5 +1,9 @@
 """Loading any reward model for scoring and eval: rm's exports, and other sequence-classification models.
 
+rm's exports of architectures transformers has no reward class for (granite, mamba…) carry a
+modeling file for plain transformers; rm loads them with its own identical class instead, so
+`rm score` and `rm eval` never need `--trust-remote-code` for them.
+
 Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
 training does; other architectures (BERT, DeBERTa…) pool the sequence themselves (`PooledLogits`).
 """
@@ -16,6 +20,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 
 from rm.data.tokenizer import load_tokenizer
 from rm.errors import ModelError
+from rm.model.architecture import own_class
 from rm.model.build import DTYPES
 from rm.model.reward import RewardModel, score_head
 
@@ -50,9 +55,13 @@ def load_reward_model(
                 f"{name_or_path}: has num_labels={config.num_labels}; a reward model has one output (num_labels=1)"
             )
         tokenizer = load_tokenizer(name_or_path, trust_remote_code)
-        hf = AutoModelForSequenceClassification.from_pretrained(
-            name_or_path, config=config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
-        )
+        own = own_class(config, trust_remote_code)  # rm's reward head on a causal LM: no remote code
+        if own is not None:
+            hf = own.from_pretrained(name_or_path, config=config, dtype=DTYPES[dtype])
+        else:
+            hf = AutoModelForSequenceClassification.from_pretrained(
+                name_or_path, config=config, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+            )
     except (OSError, ValueError) as e:
         if isinstance(e, ModelError):
             raise

@@ -85,7 +85,9 @@ def load_4bit(cfg: ModelConfig, vocab_size: int, pad_token_id: int, device_index
     """
     require_qlora(cfg)
     from peft import prepare_model_for_kbit_training
-    from transformers import AutoModelForSequenceClassification, BitsAndBytesConfig
+    from transformers import AutoConfig, AutoModelForSequenceClassification, BitsAndBytesConfig
+
+    from rm.model.architecture import own_class
 
     compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     quantization = BitsAndBytesConfig(
@@ -95,15 +97,18 @@ def load_4bit(cfg: ModelConfig, vocab_size: int, pad_token_id: int, device_index
         bnb_4bit_compute_dtype=compute,
         llm_int8_skip_modules=["score", "classifier"],  # the head is trained in full, never quantized
     )
-    model = AutoModelForSequenceClassification.from_pretrained(
+    config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    own = own_class(config, cfg.trust_remote_code)  # rm's reward head, for architectures transformers has none for
+    remote = {} if own else {"trust_remote_code": cfg.trust_remote_code}
+    model = (own or AutoModelForSequenceClassification).from_pretrained(
         cfg.name_or_path,
         num_labels=1,
         pad_token_id=pad_token_id,
         dtype=DTYPES[cfg.dtype] if cfg.dtype != "float32" else compute,
         attn_implementation=cfg.attn_implementation,
-        trust_remote_code=cfg.trust_remote_code,
         quantization_config=quantization,
         device_map={"": device_index},
+        **remote,
     )
     if model.get_input_embeddings().num_embeddings < vocab_size:
         raise ConfigError(

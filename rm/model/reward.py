@@ -1,7 +1,8 @@
 """The reward model: a `transformers` sequence-classification model used the Bradley-Terry way.
 
-Training holds the same `AutoModelForSequenceClassification` object that is exported, so the
-export is the trained weights under the architecture's own names, nothing renamed. The forward
+Training holds the same object that is exported (the architecture's own `…ForSequenceClassification`,
+or rm's reward head on a causal LM's backbone, rm/model/architecture.py), so the export is the trained
+weights under the architecture's own names, nothing renamed. The forward
 pass, though, is rm's own: it runs the backbone, picks each row's last attended position from the
 attention mask (transformers' own head searches for `pad_token_id`, which is wrong when pad == eos),
 and applies the score head to those positions only.
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from rm.errors import TrainingError
 from rm.model import masks
 
 
@@ -75,9 +77,17 @@ class RewardModel(nn.Module):
     ) -> torch.Tensor:
         """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
         if pair_ids is not None:
-            attention_mask = self._shared_mask(pair_ids, segment_ids)
+            limit = masks.column_limit(transformers_model(self.hf).config)
+            if limit is not None and pair_ids.shape[1] > limit:
+                raise TrainingError(
+                    f"packed rows of {pair_ids.shape[1]} tokens: this model is exact in the shared layout for rows of "
+                    f"at most {limit} (attention temperature tuning reads the column, not the position); "
+                    "lower collator.pack_length or use collator.layout=padded"
+                )
+            attention_mask = self._shared_mask(pair_ids, segment_ids, position_ids)
         backbone = transformers_model(self.hf).base_model  # LlamaModel etc.: hidden states, no head
-        out = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        extra = {} if position_ids is None else {"position_ids": position_ids}  # Mamba takes none
+        out = backbone(input_ids=input_ids, attention_mask=attention_mask, **extra)
         hidden = out.last_hidden_state  # [rows, T, H]
         if reward_index is None:
             rows = torch.arange(hidden.shape[0], device=hidden.device)
@@ -85,13 +95,20 @@ class RewardModel(nn.Module):
         picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
         return score_head(self.hf)(picked).squeeze(-1).float()
 
-    def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor):
+    def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor, position_ids: torch.Tensor):
+        """The packing rule and each layer type's own window or chunk: one mask, or a dict by layer type."""
         hf = transformers_model(self.hf)
         impl = hf.config._attn_implementation
-        if impl == "flex_attention":
-            return masks.block_mask(pair_ids, segment_ids)
-        mask = masks.dense_mask(pair_ids, segment_ids)
-        return mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
+        built = {}
+        for kind, rule in masks.attention_rules(hf.config).items():
+            if impl == "flex_attention":
+                built[kind] = masks.block_mask(pair_ids, segment_ids, position_ids, rule)
+                continue
+            mask = masks.dense_mask(pair_ids, segment_ids)
+            if rule.span:
+                mask = mask & masks.position_mask(position_ids, rule)
+            built[kind] = mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
+        return built[None] if None in built else built
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,145 @@
+"""Masks that respect the model: sliding windows and chunks in the shared layout, and a probe that looks past them.
+
+Issue 13's case: a tiny Mistral with `sliding_window=16` on pairs of 9-45 tokens. rm's old mask (the
+packing rule alone) replaced the model's window, and the old probe (pairs of at most 9 tokens) never
+saw the difference.
+"""
+
+import pytest
+import torch
+from test_architectures import separate, window_pairs
+
+from rm.collate.pack import SharedCollator
+from rm.config import ModelConfig, RandomInitConfig
+from rm.model import masks
+from rm.model.build import build_model
+from rm.model.probe import PROBE_MAX_TOKENS, choose_layout
+from rm.model.reward import RewardModel, pair_rewards
+
+OLD_MASK = {None: masks.AttentionRule()}  # the packing rule alone, as before issue 13
+
+
+def tiny(tokenizer, model_type: str, **extra) -> RewardModel:
+    shape = RandomInitConfig(
+        model_type=model_type, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    shape.config = extra
+    torch.manual_seed(0)
+    hf = build_model(ModelConfig(random_init=shape), len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    return RewardModel(hf).eval()
+
+
+def shared_error(model: RewardModel, tokenizer, seed: int = 3) -> float:
+    pairs = window_pairs(len(tokenizer), 8, seed)
+    with torch.no_grad():
+        chosen, rejected = pair_rewards(model, SharedCollator(tokenizer.pad_token_id, pack_length=96)(pairs))
+        return (torch.cat([chosen, rejected]) - separate(model, pairs)).abs().max().item()
+
+
+def test_the_window_rule_on_positions():
+    """Prompt at positions 0-1, chosen at 2, rejected at 2-3, window 2 (q sees k when q - k < 2), on top
+    of the packing rule: each response sees only the prompt tokens inside its own window."""
+    pair_ids, segment_ids = torch.zeros(1, 5), torch.tensor([[0, 0, 1, 2, 2]])
+    positions = torch.tensor([[0, 1, 2, 2, 3]])
+    window = masks.dense_mask(pair_ids, segment_ids) & masks.position_mask(positions, masks.AttentionRule(window=2))
+    assert window[0, 0].int().tolist() == [
+        [1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0],
+        [0, 1, 1, 0, 0],  # chosen (position 2) no longer sees position 0
+        [0, 1, 0, 1, 0],  # rejected at position 2: the same prompt token, and never the chosen one
+        [0, 0, 0, 1, 1],  # rejected at position 3: only itself and the rejected token before it
+    ]
+    chunk = masks.position_mask(torch.tensor([[0, 1, 2, 3]]), masks.AttentionRule(chunk=2))[0, 0].int()
+    assert chunk.tolist() == [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]]
+
+
+def test_mistral_window_16_old_mask_fails_new_mask_is_exact(tokenizer, monkeypatch):
+    model = tiny(tokenizer, "mistral", sliding_window=16)
+    assert shared_error(model, tokenizer) <= 1e-5
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    assert layout == "shared" and "longer than its smallest attention window, 16 tokens" in why
+
+    monkeypatch.setattr(masks, "attention_rules", lambda config: OLD_MASK)
+    assert shared_error(model, tokenizer) > 1e-3  # the mask that ignored the window
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    assert layout == "padded" and "different rewards in the shared layout" in why  # and the probe sees it
+
+
+def test_alternating_layers_need_one_mask_per_layer_type(tokenizer, monkeypatch):
+    """Gemma 3: sliding and full layers. One mask for both, windowed or not, is wrong; the dict is exact."""
+    model = tiny(tokenizer, "gemma3_text", sliding_window=16, layer_types=["sliding_attention", "full_attention"])
+    rules = masks.attention_rules(model.hf.config)
+    assert rules == {"full_attention": masks.AttentionRule(), "sliding_attention": masks.AttentionRule(window=16)}
+    assert shared_error(model, tokenizer) <= 1e-5
+    for one_for_all in (OLD_MASK, {None: masks.AttentionRule(window=16)}):
+        monkeypatch.setattr(masks, "attention_rules", lambda config, rules=one_for_all: rules)
+        assert shared_error(model, tokenizer) > 1e-3, one_for_all
+
+
+def test_llama4_chunked_attention_is_exact(tokenizer, monkeypatch):
+    model = tiny(
+        tokenizer, "llama4_text", attention_chunk_size=16, num_local_experts=2, intermediate_size_mlp=64, head_dim=8
+    )
+    assert masks.attention_rules(model.hf.config) == {None: masks.AttentionRule(chunk=16)}
+    assert shared_error(model, tokenizer) <= 1e-5
+    monkeypatch.setattr(masks, "attention_rules", lambda config: OLD_MASK)
+    assert shared_error(model, tokenizer) > 1e-3
+
+
+@pytest.mark.parametrize("floor_scale", [8, 8192])
+def test_llama4_nope_layers_full_attention_and_temperature_tuning(tokenizer, floor_scale, monkeypatch):
+    """Layer 1 without RoPE: full attention (a dict of masks: chunked and full) and queries scaled by the
+    token's column in the row. Rows wider than floor_scale - 1 would change that scale: shared is refused."""
+    extra = {"attention_chunk_size": 16, "num_local_experts": 2, "intermediate_size_mlp": 64, "head_dim": 8}
+    model = tiny(tokenizer, "llama4_text", **extra, no_rope_layers=[1, 0], floor_scale=floor_scale, attn_scale=1.0)
+    assert set(masks.attention_rules(model.hf.config)) == {"chunked_attention", "full_attention"}
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    if floor_scale == 8:
+        assert layout == "padded" and "exact in the shared layout for rows of at most 7" in why
+        monkeypatch.setattr(masks, "column_limit", lambda config: None)
+        assert shared_error(model, tokenizer) > 1e-4  # what the refusal avoids
+    else:
+        assert layout == "shared" and "packed rows of at most 8191 tokens" in why
+        assert shared_error(model, tokenizer) <= 1e-5
+
+
+def test_a_window_longer_than_the_probe_is_said(tokenizer):
+    model = tiny(tokenizer, "mistral", sliding_window=PROBE_MAX_TOKENS + 100)
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    assert layout == "shared" and f"{PROBE_MAX_TOKENS + 100} tokens, is longer than the probe" in why
+
+
+@pytest.mark.parametrize(
+    ("model_type", "extra"),
+    [("mamba", {"state_size": 4}), ("lfm2", {"layer_types": ["conv", "full_attention"]})],
+)
+def test_recurrent_models_are_refused_shared_with_the_reason(tokenizer, model_type, extra):
+    model = tiny(tokenizer, model_type, **extra)
+    layout, why = choose_layout(model, "auto", tokenizer.pad_token_id)
+    assert layout == "padded" and f"{model_type} is recurrent or hybrid" in why and "carry state" in why
+    with pytest.raises(ValueError, match="collator.layout=shared is not possible: .*recurrent"):
+        choose_layout(model, "shared", tokenizer.pad_token_id)
+
+
+@pytest.mark.slow
+def test_flex_attention_block_masks_apply_windows_per_layer_type(tokenizer):
+    """The FlexAttention path (compiled; the fast one on GPU) with Gemma 3's alternating layers: one BlockMask
+    per layer type, each with its window, equals separate forwards of the same weights under SDPA."""
+    extra = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"], "head_dim": 8}
+    shape = RandomInitConfig(
+        model_type="gemma3_text", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    shape.config = extra
+    vocab, pad = len(tokenizer), tokenizer.pad_token_id
+    # A fresh compile: after tests/collate/test_layout.py's flex test has compiled flex_attention in this
+    # process, recompiling it here for other shapes fails in torch 2.13's CPU inductor (a C++ compile error).
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), vocab, pad, None)
+    sdpa = build_model(ModelConfig(random_init=shape), vocab, pad, None)
+    sdpa.load_state_dict(flex.state_dict())
+    pairs = window_pairs(vocab, 6, seed=4)
+    with torch.no_grad():
+        chosen, rejected = pair_rewards(RewardModel(flex).eval(), SharedCollator(pad, pack_length=128)(pairs))
+        want = separate(RewardModel(sdpa).eval(), pairs)
+    assert (torch.cat([chosen, rejected]) - want).abs().max().item() <= 1e-5
