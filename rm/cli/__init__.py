@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rm", description=__doc__.splitlines()[0], epilog=epilog(""), formatter_class=raw
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    # The metavar lists the commands a person uses; the hidden `sweep-trial` (a sweep's child) stays out.
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,data,export,eval,score,redteam}")
     for command in COMMANDS:
         command.add(sub)
     for name, p in sub.choices.items():

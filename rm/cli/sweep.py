@@ -27,7 +27,7 @@ def add(sub) -> None:
     p.add_argument("--worker", action="store_true", help="join a study started elsewhere and run trials for it")
     p.add_argument("--report-only", action="store_true", help="write the results table, best.yaml and plot")
     p.set_defaults(func=run)
-    trial = sub.add_parser("sweep-trial", help=argparse.SUPPRESS)
+    trial = sub.add_parser("sweep-trial")  # no help: not listed
     trial.add_argument("config")
     trial.add_argument("overrides", nargs="*")
     trial.set_defaults(func=run_trial)
