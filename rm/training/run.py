@@ -11,24 +11,26 @@ import json
 import logging
 import math
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, get_scheduler
 
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
+from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, save_config, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
 from rm.data.tokenizer import load_tokenizer, train_bpe
-from rm.errors import DataError
+from rm.errors import DataError, TrainingError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.model.build import build_model
@@ -158,21 +160,30 @@ def build_reward_model(
 def prepare(
     cfg: RunConfig, accelerator: Accelerator, data: Encoded, model: RewardModel, layout: str, resume_from: Path | None
 ) -> Run:
-    """Loaders, optimizer and schedule, all through `accelerator.prepare`; the run's state, restored if resuming."""
+    """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's
+    state, restored if resuming.
+
+    Every process plans all the micro-batches alike and keeps its own share (rm/collate/shard.py); the
+    loaders are not prepared, since accelerate's sharding assumes batches of a fixed size.
+    """
     c, t = cfg.collator, cfg.train
     pad = data.tokenizer.pad_token_id
     collate = SharedCollator(pad, c.pack_length) if layout == "shared" else PaddedCollator(pad)
-    train_batches = PairBatches(
-        data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length
-    )
-    eval_batches = PairBatches(
+    rank, world = accelerator.process_index, accelerator.num_processes
+    train_plan = PairBatches(data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length)
+    eval_plan = PairBatches(
         data.eval, layout, t.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length
     )
+    train_batches = RankBatches(train_plan, rank, world, t.grad_accum)
     train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
-    eval_loader = DataLoader(data.eval, batch_sampler=eval_batches, collate_fn=collate)
+    eval_loader = DataLoader(data.eval, batch_sampler=EvalBatches(eval_plan, rank, world), collate_fn=collate)
     optimizer = torch.optim.AdamW(param_groups(model, t.weight_decay), lr=t.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
-    steps_per_epoch = math.ceil(len(train_loader) / t.grad_accum)
+    plugin = accelerator.state.deepspeed_plugin if accelerator.distributed_type == DistributedType.DEEPSPEED else None
+    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):  # a number DeepSpeed only reports
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = t.batch_size
+    same_plan_everywhere(accelerator, train_plan, train_batches)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    steps_per_epoch = len(train_batches) // t.grad_accum  # a whole number: see rm/collate/shard.py
     max_steps = t.max_steps or max(1, math.ceil(t.epochs * steps_per_epoch))
     # Stepped by hand once per optimizer step (not prepared: accelerate would step it per process).
     warmup = round(t.warmup_ratio * max_steps)
@@ -180,10 +191,25 @@ def prepare(
     if t.report_to:
         accelerator.init_trackers("rm", config=flat(to_dict(cfg)))
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
+    state.plan_slots = world * t.grad_accum
     return Run(
         cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, data.subsets, state,
         max_steps,
     )  # fmt: skip
+
+
+def same_plan_everywhere(accelerator: Accelerator, plan: PairBatches, mine: RankBatches) -> None:
+    """Fail, naming the difference, where processes planned different batches (different data or lengths):
+    they would otherwise wait on each other forever at the first step one of them does not take."""
+    if accelerator.num_processes == 1:
+        return
+    ours = [len(mine), zlib.crc32(repr(plan.batches()).encode()), len(plan.pairs)]
+    every = accelerator.gather(torch.tensor(ours, device=accelerator.device)).view(-1, 3).tolist()
+    if any(row != every[0] for row in every):
+        raise TrainingError(
+            "processes planned different batches (micro-batches each, plan checksum, pairs): "
+            + ", ".join(f"process {r}: {row}" for r, row in enumerate(every))
+        )
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
