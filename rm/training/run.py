@@ -115,7 +115,8 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
     subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
     log.info("data: %d train pairs %s, %d eval pairs", len(loaded.train), subset_counts(loaded.train), len(loaded.eval))
     tokenizer = chat_tokenizer or trained_tokenizer(cfg, loaded, accelerator)
-    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets)
+    progress = accelerator.is_main_process
+    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets, progress)
     for line in loaded.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:

@@ -1,14 +1,18 @@
-"""Two processes of DDP (gloo, CPU) against one process at the same global batch.
+"""Several processes of DDP (gloo, CPU) against one process on the same plan of micro-batches.
 
 Launched as users launch: `accelerate launch --config_file configs/accelerate/cpu-ddp.yaml -m rm train`.
 (`accelerate launch --num_processes 2 --cpu` is not used: accelerate 1.x starts a single process for it
 unless mpirun is set up, which would make this test compare a run with itself at half the batch.)
 
 The batches are fixed by PairBatches: one seeded permutation of the pairs, cut into micro-batches of
-`train.batch_size`, dealt out in turn to the processes. With 2 processes at batch 4, optimizer step k
-sees micro-batches 2k and 2k+1 = pairs [8k, 8k + 8) of the permutation, exactly the micro-batch k of
-one process at batch 8. DDP averages the two equal-sized half-batch gradients, which is the gradient
-of the mean loss over the 8 pairs, so both runs follow the same trajectory up to float rounding.
+`train.batch_size`, dealt one to each process a step (rm/collate/shard.py). With 2 processes at batch 4,
+optimizer step k sees micro-batches 2k and 2k+1 = pairs [8k, 8k + 8) of the permutation, exactly the
+micro-batch k of one process at batch 8. Each process's summed loss is scaled by 2/8 and DDP averages
+the two gradients: the gradient of the mean loss over the 8 pairs, so both runs follow the same
+trajectory up to float rounding.
+
+The token-budget tests further down (issue 12) launch with torchrun through tests/training/batch_recorder.py,
+which records each process's micro-batches, and compare N processes with one process at grad_accum N.
 
 Tolerance on each logged loss: 1e-5. Rounding differs (packed rows of 4 pairs vs 8 change the matmul
 shapes; gloo sums the two half gradients in its own order), about 1e-7 relative per step; measured
