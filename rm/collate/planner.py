@@ -4,7 +4,8 @@ With a budget, a micro-batch of short pairs holds many and one of long pairs few
 does about the same work and no memory is reserved for the worst case. Pairs are grouped by length
 inside windows of `group_pairs` shuffled pairs (so neighbours are alike and waste little), and the
 resulting micro-batches are shuffled again, so training does not see long ones first. Everything
-follows from (seed, epoch): a resumed or repeated run sees the same batches.
+follows from (seed, epoch): a resumed or repeated run sees the same batches, and every process of a
+multi-process run computes the same plan (rm/collate/shard.py deals it out).
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ class PairBatches(Sampler[list[int]]):
             return shared_cost([lengths[i] for i in batch], self.pack_length)
         if self.layout == "packed":
             return packed_cost([self.pairs[i] for i in batch], self.pack_length)
+        return padded_cost([self.pairs[i] for i in batch])
+
+    def cost(self, batch: list[int]) -> int:
+        """Token slots of micro-batch `batch` in this layout (what dealing balances across processes)."""
+        if self.layout == "shared":
+            return shared_cost(sorted((pair_length(self.pairs[i]) for i in batch), reverse=True), self.pack_length)
         return padded_cost([self.pairs[i] for i in batch])
 
     def __iter__(self) -> Iterator[list[int]]:

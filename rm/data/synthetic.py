@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import random
 from pathlib import Path
 
@@ -150,7 +151,11 @@ def _write_jsonl_gz(path: Path, records: list[dict[str, str]]) -> None:
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
         for rec in records:
             gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode())
-    path.write_bytes(buf.getvalue())
+    # Written aside and renamed: every process of a run writes the same file, and one reading it while
+    # another rewrote it in place saw a partial file (a 3-process run planned from 160 of 240 pairs).
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, path)
 
 
 def write_dataset(root: str | Path, n_train: int, n_eval: int, seed: int) -> Path:

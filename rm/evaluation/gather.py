@@ -7,9 +7,13 @@ ends the process group cleanly after training or a multi-process `rm eval`.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from accelerate import Accelerator
+from accelerate.utils import send_to_device
 from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
 
 from rm.evaluation.summary import summarize_by_subset
 from rm.model.reward import pair_rewards
@@ -19,14 +23,20 @@ from rm.model.reward import pair_rewards
 def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, torch.Tensor]:
     """Every eval pair's rewards exactly once, in split order, on every process.
 
-    Batches differ in size (token budgets) and accelerate repeats a few so that every process gets
-    the same number; so each process keeps its pairs with their split index, the lists are gathered
-    once at the end, and repeats are dropped by index. The model's train/eval mode is restored.
+    Batches differ in size (token budgets), and a process short of a batch in the last round scores
+    a pair again so that every process runs the same number (rm/collate/shard.py's EvalBatches, or
+    accelerate's prepared loaders); so each process keeps its pairs with their split index, the lists
+    are gathered once at the end, and repeats are dropped by index. The model's train/eval mode is restored.
     """
     was_training = model.training
     model.eval()
     parts: dict[str, list[torch.Tensor]] = {"index": [], "chosen": [], "rejected": [], "subset": []}
-    for batch in loader:
+    # An 8,000-pair eval runs minutes on a CPU: a bar on the main process (redrawn every 10 s into a log file).
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    quiet = not accelerator.is_main_process
+    bar = tqdm(loader, "eval", leave=False, unit="batches", disable=quiet, mininterval=interval)
+    for batch in bar:
+        batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
         c, r = pair_rewards(model, batch)
         parts["index"].append(batch["pair_index"])
         parts["chosen"].append(c.detach())

@@ -20,12 +20,17 @@ def bradley_terry_loss(
     rejected: torch.Tensor,
     margin: torch.Tensor | None = None,
     center_rewards_coef: float = 0.0,
+    reduction: str = "mean",
 ) -> torch.Tensor:
-    """Mean loss over the pairs: chosen, rejected and margin are [pairs]; returns a scalar."""
+    """Mean (or, with `reduction="sum"`, summed) loss over the pairs: chosen, rejected and margin are [pairs].
+
+    Training sums: a micro-batch's sum divided by the pairs of its whole optimizer step weighs every pair
+    alike however the pairs fall on micro-batches and processes (rm/collate/shard.py).
+    """
     diff = chosen - rejected
     if margin is not None:
         diff = diff - margin
-    loss = -F.logsigmoid(diff).mean()
+    per_pair = -F.logsigmoid(diff)
     if center_rewards_coef:
-        loss = loss + center_rewards_coef * ((chosen + rejected) ** 2).mean()
-    return loss
+        per_pair = per_pair + center_rewards_coef * (chosen + rejected) ** 2
+    return per_pair.sum() if reduction == "sum" else per_pair.mean()

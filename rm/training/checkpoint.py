@@ -9,8 +9,10 @@ since the last log line and the log so far), the resolved `config.yaml`, and for
 Every process writes into `checkpoints/.partial-step-N/`; once all are done the main process flushes
 the files to disk and renames the folder to `step-N` (one atomic rename), so a folder named `step-N`
 is always complete. A run killed mid-save leaves a `.partial-…` folder, which resume ignores and the
-next save clears. Batches come from `PairBatches`, a function of (seed, epoch), so the data position is
-just (epoch, micro-batches done): a resumed run skips those and sees the very batches it would have.
+next save clears. Batches come from one plan per (seed, epoch) dealt to the processes (rm/collate/shard.py),
+so the data position is just (epoch, micro-batches each process has done): a resumed run starts its share
+of the plan there and sees the very batches it would have. The plan depends on processes x grad_accum, so
+a run stopped mid-epoch resumes with the same product.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ class TrainState:
     epoch: int = 0
     """Epoch in progress (PairBatches plans its batches from (seed, epoch))."""
     batches_in_epoch: int = 0
-    """Micro-batches of `epoch` that each process has consumed."""
+    """Micro-batches of `epoch` that each process has consumed (the same number on every process)."""
+    plan_slots: int = 0
+    """Processes x grad_accum that the epoch's plan was dealt for (0: not recorded)."""
     nonfinite_skipped: int = 0
     """Optimizer steps skipped for a non-finite loss."""
     nonfinite_streak: int = 0
@@ -51,7 +55,7 @@ class TrainState:
     scheduler: dict = field(default_factory=dict)
     """The learning-rate scheduler's state_dict."""
     pending: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    """Sums over all processes since the last log line: loss, train accuracy, finite micro-batches."""
+    """Sums over all processes' pairs since the last log line: loss, pairs ranked right, pairs."""
     history: list[dict] = field(default_factory=list)
     """The train_log.jsonl rows so far."""
 
@@ -131,8 +135,14 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
         changed = _changed_keys(to_dict(saved), to_dict(cfg), ignore={"train.resume"})
         if changed:
             log.warning("resuming with settings that differ from the checkpoint's: %s", ", ".join(changed[:8]))
-    accelerator.load_state(str(path))
     state = TrainState(**json.loads((path / STATE).read_text()))
+    slots = accelerator.num_processes * cfg.train.grad_accum
+    if state.batches_in_epoch and state.plan_slots and state.plan_slots != slots:
+        raise ConfigError(
+            f"{path} stopped inside an epoch planned for processes x train.grad_accum = {state.plan_slots}, "
+            f"this run has {accelerator.num_processes} x {cfg.train.grad_accum} = {slots}: resume with the same product"
+        )
+    accelerator.load_state(str(path))
     scheduler.load_state_dict(state.scheduler)
     log.info("resumed from %s: step %d, epoch %d, %d micro-batches in", path, state.step, state.epoch,
              state.batches_in_epoch)  # fmt: skip

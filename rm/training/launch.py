@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,8 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, parse_flag_from_env
 
+from rm.collate.planner import PairBatches
+from rm.collate.shard import RankBatches
 from rm.config import RunConfig, save_config
 from rm.config.checks import trackers
 from rm.config.rundir import checkpoints
@@ -162,3 +165,28 @@ def loading(key: str, name: str) -> Iterator[None]:
         yield
     except OSError as e:
         raise ModelError(f"{key}={name}: cannot load it: {why_not_loaded(name, e)}") from None
+
+
+def same_plan_everywhere(accelerator: Accelerator, plan: PairBatches, mine: RankBatches) -> None:
+    """Fail, naming the difference, where processes planned different batches (different data or lengths):
+    they would otherwise wait on each other forever at the first step one of them does not take."""
+    if accelerator.num_processes == 1:
+        return
+    ours = [len(mine), zlib.crc32(repr(plan.batches()).encode()), len(plan.pairs)]
+    every = accelerator.gather(torch.tensor(ours, device=accelerator.device)).view(-1, 3).tolist()
+    if any(row != every[0] for row in every):
+        raise TrainingError(
+            "processes planned different batches (micro-batches each, plan checksum, pairs): "
+            + ", ".join(f"process {r}: {row}" for r, row in enumerate(every))
+        )
+
+
+def flat(d: dict, prefix: str = "") -> dict:
+    """Trackers want flat scalars: {"train": {"lr": 1}} -> {"train.lr": 1}; lists become strings."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= flat(v, f"{prefix}{k}.")
+        else:
+            out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    return out

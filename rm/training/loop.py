@@ -1,8 +1,12 @@
 """The training loop: optimizer steps from where the run stands to `max_steps`, logging, evaluating and saving.
 
-Metrics stay on the device and are reduced across processes once per `train.log_steps` optimizer
-steps; the loop's host syncs per optimizer step are the check for a non-finite loss or a SIGTERM
-or Ctrl-C on any process, and (when clipping) for a non-finite gradient norm (rm/training/faults.py).
+Every process runs its share of one plan (rm/collate/shard.py): the same number of micro-batches, one
+per accumulation step of each optimizer step. A micro-batch's loss is its pairs' summed loss over the
+pairs of the whole step on all processes, so the update is the mean over the step's pairs whatever the
+number of processes and accumulation steps. Metrics are sums over pairs, kept on the device and reduced
+across processes once per `train.log_steps` optimizer steps; the loop's host syncs per optimizer step
+are the check for a non-finite loss or a SIGTERM or Ctrl-C on any process, and (when clipping) for a
+non-finite gradient norm (rm/training/faults.py).
 Checkpoints and resuming: rm/training/checkpoint.py.
 """
 
@@ -11,18 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import send_to_device
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from rm.collate.planner import PairBatches
+from rm.collate.shard import RankBatches
 from rm.config import RunConfig
 from rm.evaluation.gather import evaluate
 from rm.model.loss import bradley_terry_loss
@@ -41,14 +46,15 @@ class Hooks:
     """Callbacks into the loop, for tools built on top of a run (benchmarks, sweeps)."""
 
     on_batch: Callable[[dict, torch.Tensor], None] | None = None
-    """Called after every micro-batch's backward pass with the batch and its loss."""
+    """Called after every micro-batch's backward pass with the batch and its mean loss over its pairs."""
     on_eval: Callable[[int, dict], None] | None = None
     """Called on every process after each periodic eval with (step, result); may raise to stop the run."""
 
 
 @dataclass
 class Run:
-    """Everything the loop works on, as `rm.training.run` set it up (model, optimizer and loaders prepared)."""
+    """Everything the loop works on, as `rm.training.run` set it up (model and optimizer prepared; the loaders
+    hold this process's share of the plans and are not handed to accelerate, which would re-shard them)."""
 
     cfg: RunConfig
     accelerator: Accelerator
@@ -56,7 +62,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     train_loader: DataLoader
-    train_batches: PairBatches
+    train_batches: RankBatches
     eval_loader: DataLoader
     subsets: list[str]
     state: TrainState
@@ -66,8 +72,8 @@ class Run:
 
 
 class Meter:
-    """Loss, train accuracy and finite micro-batches summed on the device since the last log line,
-    and the micro-batches of the current optimizer step whose loss was not finite."""
+    """Summed over the pairs of finite micro-batches since the last log line, on the device: loss, pairs
+    ranked right, pairs; and the micro-batches of the current optimizer step whose loss was not finite."""
 
     def __init__(self, device: torch.device, pending: list[float] | None):
         self.sums = torch.zeros(3, device=device)
@@ -75,11 +81,11 @@ class Meter:
             self.sums += torch.tensor(pending, device=device)
         self.bad = torch.zeros((), device=device)
 
-    def add(self, loss: torch.Tensor, chosen: torch.Tensor, rejected: torch.Tensor) -> None:
-        ok = torch.isfinite(loss.detach())
+    def add(self, loss_sum: torch.Tensor, chosen: torch.Tensor, rejected: torch.Tensor) -> None:
+        ok = torch.isfinite(loss_sum.detach())
         self.bad += ~ok
-        accuracy = (chosen > rejected).float().mean().detach()
-        self.sums += ok * torch.stack([loss.detach().nan_to_num(), accuracy, torch.ones_like(accuracy)])
+        right = (chosen > rejected).sum().detach().to(self.sums.dtype)
+        self.sums += ok * torch.stack([loss_sum.detach().nan_to_num(), right, torch.full_like(right, len(chosen))])
 
 
 def fit(run: Run, hooks: Hooks | None = None) -> bool:
@@ -97,16 +103,19 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     # Log lines (evals, checkpoints, warnings) go through tqdm.write: printed above the bar, not onto its line.
     with Preemption() as preemption, logging_redirect_tqdm():
         while state.step < run.max_steps:
-            for batch in epoch_batches(run):
+            for batch, scale in epoch_batches(run):
+                # accelerate's step count syncs every grad_accum-th micro-batch: each process's epoch is a
+                # multiple of grad_accum micro-batches, and a resumed run starts at a step boundary.
                 with accelerator.accumulate(run.model):
                     chosen, rejected = pair_rewards(run.model, batch)
                     margin = batch["margin"] if run.cfg.loss.use_margin else None
-                    loss = bradley_terry_loss(chosen, rejected, margin, run.cfg.loss.center_rewards_coef)
-                    accelerator.backward(loss)
+                    coef = run.cfg.loss.center_rewards_coef
+                    loss = bradley_terry_loss(chosen, rejected, margin, coef, reduction="sum")
+                    accelerator.backward(loss * scale)
                     meter.add(loss, chosen, rejected)
                     stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else False
                 if hooks.on_batch is not None:
-                    hooks.on_batch(batch, loss)
+                    hooks.on_batch(batch, loss.detach() / len(chosen))
                 state.batches_in_epoch += 1
                 if not accelerator.sync_gradients:
                     continue
@@ -141,12 +150,20 @@ def progress_bar(run: Run) -> tqdm:
     )
 
 
-def epoch_batches(run: Run) -> Iterable[dict]:
-    """The current epoch's micro-batches, without those a resumed run's checkpoint had consumed."""
-    run.train_loader.set_epoch(run.state.epoch)  # the prepared loader passes the epoch on to PairBatches...
-    run.train_batches.set_epoch(run.state.epoch)  # ...except under DDP, where a sharding sampler wraps it
-    skip = run.state.batches_in_epoch  # same plan (same seed and epoch): skip what was done
-    return run.accelerator.skip_first_batches(run.train_loader, skip) if skip else run.train_loader
+def epoch_batches(run: Run) -> Iterator[tuple[dict, float]]:
+    """This process's micro-batches of the current epoch, on its device, from where a resumed run stood
+    (same seed and epoch, same plan), each with the factor for its summed loss.
+
+    The factor is (processes x grad_accum) / (pairs in the whole optimizer step): accelerate divides the
+    loss by grad_accum and DDP (FSDP, DeepSpeed alike) averages gradients over processes, so what is left
+    is the gradient of the mean loss over the step's pairs.
+    """
+    start, accum = run.state.batches_in_epoch, run.cfg.train.grad_accum
+    run.train_batches.set_epoch(run.state.epoch, start)
+    step_pairs = run.train_batches.step_pairs()
+    slots, device = run.accelerator.num_processes * accum, run.accelerator.device
+    for i, batch in enumerate(run.train_loader, start=start):
+        yield send_to_device(batch, device), slots / step_pairs[i // accum]
 
 
 def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, get_scheduler
 
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
+from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
 from rm.data.encode import EncodedPair, encode_splits
 from rm.data.load import LoadedData, load_data, subset_counts
@@ -40,7 +41,15 @@ from rm.model.reward import RewardModel, transformers_model
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom
-from rm.training.launch import check_output_dir, claim_output_dir, exportable, loading, make_accelerator
+from rm.training.launch import (
+    check_output_dir,
+    claim_output_dir,
+    exportable,
+    flat,
+    loading,
+    make_accelerator,
+    same_plan_everywhere,
+)
 from rm.training.loop import Hooks, Run, fit, log_eval
 
 log = logging.getLogger("rm")
@@ -122,7 +131,8 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
     subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
     log.info("data: %d train pairs %s, %d eval pairs", len(loaded.train), subset_counts(loaded.train), len(loaded.eval))
     tokenizer = chat_tokenizer or trained_tokenizer(cfg, loaded, accelerator)
-    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets)
+    progress = accelerator.is_main_process
+    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets, progress)
     for line in loaded.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
@@ -177,21 +187,32 @@ def build_reward_model(
 def prepare(
     cfg: RunConfig, accelerator: Accelerator, data: Encoded, model: RewardModel, layout: str, resume_from: Path | None
 ) -> Run:
-    """Loaders, optimizer and schedule, all through `accelerator.prepare`; the run's state, restored if resuming."""
+    """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's
+    state, restored if resuming.
+
+    Every process plans all the micro-batches alike and keeps its own share (rm/collate/shard.py); the
+    loaders are not prepared, since accelerate's sharding assumes batches of a fixed size.
+    """
     c, t = cfg.collator, cfg.train
     pad = data.tokenizer.pad_token_id
     collate = COLLATORS[layout](pad, c.pack_length) if layout in COLLATORS else PaddedCollator(pad)
-    train_batches = PairBatches(
+    rank, world = accelerator.process_index, accelerator.num_processes
+    train_plan = PairBatches(
         data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length, c.group_by_length
     )
-    eval_batches = PairBatches(
+    eval_plan = PairBatches(
         data.eval, layout, t.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length
     )
+    train_batches = RankBatches(train_plan, rank, world, t.grad_accum)
     train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
-    eval_loader = DataLoader(data.eval, batch_sampler=eval_batches, collate_fn=collate)
+    eval_loader = DataLoader(data.eval, batch_sampler=EvalBatches(eval_plan, rank, world), collate_fn=collate)
     optimizer = torch.optim.AdamW(param_groups(model, t.weight_decay), lr=t.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(model, optimizer, train_loader, eval_loader)
-    steps_per_epoch = math.ceil(len(train_loader) / t.grad_accum)
+    plugin = accelerator.state.deepspeed_plugin if accelerator.distributed_type == DistributedType.DEEPSPEED else None
+    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):  # a number DeepSpeed only reports
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = t.batch_size
+    same_plan_everywhere(accelerator, train_plan, train_batches)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    steps_per_epoch = len(train_batches) // t.grad_accum  # a whole number: see rm/collate/shard.py
     max_steps = t.max_steps or max(1, math.ceil(t.epochs * steps_per_epoch))
     # Stepped by hand once per optimizer step (not prepared: accelerate would step it per process).
     warmup = round(t.warmup_ratio * max_steps)
@@ -199,6 +220,7 @@ def prepare(
     if t.report_to:
         accelerator.init_trackers("rm", config=flat(to_dict(cfg)))
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
+    state.plan_slots = world * t.grad_accum
     return Run(
         cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, data.subsets, state,
         max_steps,
@@ -273,14 +295,3 @@ def push_export(cfg: RunConfig) -> None:
             f"python -m rm export {out} --out {out / 'export'} --push-to-hub {e.push_to_hub}{flags}"
         ) from None
     print(f"pushed: {url}")
-
-
-def flat(d: dict, prefix: str = "") -> dict:
-    """Trackers want flat scalars: {"train": {"lr": 1}} -> {"train.lr": 1}; lists become strings."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out |= flat(v, f"{prefix}{k}.")
-        else:
-            out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
-    return out

@@ -41,3 +41,11 @@ def test_loss_is_stable_for_large_gaps_and_has_the_right_gradient():
     loss.backward()
     # d/dx of -log sigmoid(x) is -sigmoid(-x); halved by the mean.
     assert chosen.grad.tolist() == pytest.approx([-0.5 * torch.sigmoid(torch.tensor(-100.0)).item(), -0.5])
+
+
+def test_sum_reduction_adds_the_per_pair_terms():
+    """The same two pairs summed: 0.3132617 + 2.1269280 = 2.4401897; centring adds 0.1 * (9 + 0) = 0.9."""
+    chosen, rejected = torch.tensor([2.0, -1.0]), torch.tensor([1.0, 1.0])
+    assert bradley_terry_loss(chosen, rejected, reduction="sum").item() == pytest.approx(2.4401897, abs=1e-6)
+    summed = bradley_terry_loss(chosen, rejected, center_rewards_coef=0.1, reduction="sum").item()
+    assert summed == pytest.approx(2.4401897 + 0.9, abs=1e-6)
