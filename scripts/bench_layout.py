@@ -1,17 +1,20 @@
-"""Shared-prefix vs padded layout on a CUDA GPU: training throughput of a random-init ~0.5B Llama in bf16.
+"""rm's layouts at equal pairs per micro-batch on a CUDA GPU: training throughput of a random-init ~0.5B Llama in bf16.
 
-    python scripts/bench_layout.py [--attn sdpa flex_attention] [--max-tokens 16384] [--budget 200] [--json OUT]
+    python scripts/bench_layout.py [--attn sdpa flex_attention] [--batch 16] [--budget 240] [--json OUT]
 
 Run by scripts/gpu_check.sh. The pairs have HH-RLHF-like token lengths, drawn from a fixed seed: prompts
 lognormal around 150 tokens (8..1500), each response around 50 (2..400), so the prompt is about 60-70%
-of a sequence as in HH. Both layouts get the same pairs and the same token budget per micro-batch
-(`collator.max_tokens`, padding included), planned by rm's own PairBatches, and run forward + backward
-of the Bradley-Terry loss; the optimizer step is left out (it costs the same in both layouts).
+of a sequence as in HH. Every mode gets the same pairs, `--batch` pairs per micro-batch (planned by rm's
+own PairBatches), and runs forward + backward of the Bradley-Terry loss; the optimizer step is left out
+(it costs the same in every mode). The modes are those of scripts/bench_train.py without TRL: padded
+(random batches), padded-grouped (length-grouped), packed (padding-free, prompt duplicated) and shared
+(prompt once), the last three length-grouped.
 
-Per attention kernel and layout the table gives pairs/s, token slots per pair (padding included),
-peak memory and the speed-up of shared over padded. Before timing, both layouts score the same 16
-pairs and the largest reward difference is reported (bf16, so about 1e-2, not 0). A total time
-budget keeps the script bounded: configurations it cannot reach are listed as skipped.
+Per attention kernel and mode the table gives pairs/s, token slots per pair (padding included), peak
+memory, the speed-up over padded, and the ceiling of sharing over packing (packed slots / shared
+slots). Before timing, every layout scores the same 16 pairs and the largest reward difference from
+padded is reported (bf16, so about 1e-2, not 0). A total time budget keeps the script bounded:
+configurations it cannot reach are listed as skipped.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rm.collate.pack import SharedCollator, pair_length  # noqa: E402
+from rm.collate.pack import PackedCollator, SharedCollator, pair_length  # noqa: E402
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches  # noqa: E402
 from rm.config import ModelConfig, RandomInitConfig  # noqa: E402
@@ -75,23 +78,29 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+MODES = {"padded": ("padded", False), "padded-grouped": ("padded", True), "packed": ("packed", True)}
+MODES["shared"] = ("shared", True)  # mode -> (layout, length-grouped batches)
+
+
 def collator(layout: str):
-    return SharedCollator(PAD) if layout == "shared" else PaddedCollator(PAD)
+    return {"shared": SharedCollator, "packed": PackedCollator, "padded": PaddedCollator}[layout](PAD)
 
 
 @torch.no_grad()
 def agreement(model: RewardModel, pairs: list[EncodedPair], device: str) -> float:
+    """Largest reward difference of the packed and shared layouts from padded on the same pairs."""
     model.eval()
     got = []
-    for layout in ("padded", "shared"):
+    for layout in ("padded", "packed", "shared"):
         batch = {k: v.to(device) for k, v in collator(layout)(pairs).items()}
         got.append(torch.cat(pair_rewards(model, batch)))
     model.train()
-    return (got[0] - got[1]).abs().max().item()
+    return max((got[0] - g).abs().max().item() for g in got[1:])
 
 
-def measure(model: RewardModel, pairs, layout: str, max_tokens: int, warmup: int, seconds: float, device: str):
-    plan = PairBatches(pairs, layout, 1, max_tokens, True, 0)
+def measure(model: RewardModel, pairs, mode: str, per_batch: int, warmup: int, seconds: float, device: str):
+    layout, grouped = MODES[mode]
+    plan = PairBatches(pairs, layout, per_batch, 0, True, 0, group_by_length=grouped)
     collate = collator(layout)
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
@@ -141,10 +150,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attn", nargs="+", default=["sdpa", "flex_attention"])
     parser.add_argument("--pairs", type=int, default=512)
-    parser.add_argument("--max-tokens", type=int, default=16384, help="token slots per micro-batch")
+    parser.add_argument("--batch", type=int, default=16, help="pairs per micro-batch, in every mode")
     parser.add_argument("--warmup", type=int, default=3, help="micro-batches before timing (compilation)")
     parser.add_argument("--seconds", type=float, default=12.0, help="timed seconds per configuration")
-    parser.add_argument("--budget", type=float, default=200.0, help="seconds for the whole script")
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds for the whole script")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--smoke", action="store_true", help="a 2-block model on any device: checks the script")
     args = parser.parse_args()
@@ -163,18 +172,18 @@ def main() -> int:
     rows, n_params = [], 0
     for attn in args.attn:
         if time.perf_counter() - began > args.budget:
-            rows += [{"attn": attn, "layout": lay, "skipped": "time budget"} for lay in ("padded", "shared")]
+            rows += [{"attn": attn, "layout": mode, "skipped": "time budget"} for mode in MODES]
             continue
         model = build(attn, shape, device)
         n_params = sum(p.numel() for p in model.parameters())
         diff = agreement(model, pairs[:16], device)
-        for layout in ("padded", "shared"):
+        for mode in MODES:
             if time.perf_counter() - began > args.budget:
-                rows.append({"attn": attn, "layout": layout, "skipped": "time budget"})
+                rows.append({"attn": attn, "layout": mode, "skipped": "time budget"})
                 continue
-            r = measure(model, pairs, layout, args.max_tokens, args.warmup, args.seconds, device)
-            rows.append({"attn": attn, "layout": layout, "reward_diff": diff, **r})
-            print(f"{attn:>15} {layout:>6}: {r}", flush=True)
+            r = measure(model, pairs, mode, args.batch, args.warmup, args.seconds, device)
+            rows.append({"attn": attn, "layout": mode, "reward_diff": diff, **r})
+            print(f"{attn:>15} {mode:>14}: {r}", flush=True)
         del model
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -183,22 +192,29 @@ def main() -> int:
         args.json.write_text(json.dumps({"rows": rows, "params": n_params, "args": vars(args) | {"json": None}}))
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)"
     print(
-        f"\nshared vs padded, random-init Llama {n_params / 1e9:.2f}B bf16 on {name}; {len(pairs)} HH-like pairs "
+        f"\nrm's layouts, random-init Llama {n_params / 1e9:.2f}B bf16 on {name}; {len(pairs)} HH-like pairs "
         f"({tokens:.0f} tokens a pair, prompt {100 * prompt:.0f}% of the two sequences); "
-        f"{args.max_tokens} token slots a micro-batch; forward + backward"
+        f"{args.batch} pairs a micro-batch in every mode; forward + backward"
     )
     print(
-        f"{'attention':<15} {'layout':<7} {'pairs/s':>9} {'slots/pair':>11} {'peak GiB':>9} {'speed-up':>9} {'|Δr|':>8}"
+        f"{'attention':<15} {'mode':<15} {'pairs/s':>9} {'slots/pair':>11} {'peak GiB':>9} {'vs padded':>9} {'|Δr|':>8}"
     )
     for r in rows:
         if "skipped" in r:
-            print(f"{r['attn']:<15} {r['layout']:<7} skipped ({r['skipped']})")
+            print(f"{r['attn']:<15} {r['layout']:<15} skipped ({r['skipped']})")
             continue
         base = next((b for b in rows if b["attn"] == r["attn"] and b["layout"] == "padded" and "skipped" not in b), r)
         print(
-            f"{r['attn']:<15} {r['layout']:<7} {r['pairs_per_s']:9.1f} {r['slots_per_pair']:11.0f} "
+            f"{r['attn']:<15} {r['layout']:<15} {r['pairs_per_s']:9.1f} {r['slots_per_pair']:11.0f} "
             f"{r['peak_gb']:9.1f} {r['pairs_per_s'] / base['pairs_per_s']:8.2f}x {r['reward_diff']:8.1e}"
         )
+    for attn in args.attn:
+        done = {r["layout"]: r for r in rows if r["attn"] == attn and "skipped" not in r}
+        if "packed" in done and "shared" in done:
+            ceiling = done["packed"]["slots_per_pair"] / done["shared"]["slots_per_pair"]
+            speedup = done["shared"]["pairs_per_s"] / done["packed"]["pairs_per_s"]
+            print(f"{attn}: sharing over packing, token-count ceiling {ceiling:.2f}x, measured {speedup:.2f}x "
+                  f"({speedup / ceiling:.0%} of it)")  # fmt: skip
     return 0
 
 

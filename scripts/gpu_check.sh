@@ -8,7 +8,8 @@
 #    quickstart 20 steps, checkpoint at step 10, resume from it, and export the weights of a plain
 #    one-GPU run (max difference printed; at most 1e-3). DeepSpeed does not run on the CPU here, and
 #    FSDP2 on the CPU is tested by tests/training/test_fsdp.py;
-# 4. scripts/bench_layout.py: shared vs padded training throughput on a random-init ~0.5B Llama in
+# 4. scripts/bench_layout.py: rm's layouts (padded, padded-grouped, packed, shared) at equal pairs per
+#    micro-batch, training throughput on a random-init ~0.5B Llama in
 #    bf16, SDPA and FlexAttention; its table is printed last.
 # Needs a CUDA build of torch and rm's dependencies (pip install -e .). Exit status: 0 when the tests
 # and checks 2-3 pass (a check whose package is missing is skipped, and says so), 1 when one fails, or 2
@@ -114,7 +115,7 @@ echo "gpu_check: checks took $((SECONDS - started)) s in all so far (exit $check
 
 # The benchmark keeps to --budget itself (configurations it cannot reach are listed as skipped);
 # the timeout is only a safety net.
-timeout 170 "$PY" scripts/bench_layout.py --budget 130 --seconds 8 --json "${OUT:-/tmp}/bench_layout.json"
+timeout 230 "$PY" scripts/bench_layout.py --budget 180 --seconds 8 --json "${OUT:-/tmp}/bench_layout.json"
 [ $? -eq 124 ] && echo "gpu_check: the benchmark ran out of its 170 s"
 echo "gpu_check: $((SECONDS - started)) s in all"
 [ $tests -ne 0 ] && exit $tests
