@@ -12,7 +12,9 @@ checkpointing off):
 - rm-padded, rm-padded-grouped: rm's padded layout (two rows a pair), random / length-grouped batches;
 - rm-packed: padding-free packing with the prompt duplicated (`collator.layout=packed`), length-grouped;
 - rm-shared: the shared-prefix layout (`collator.layout=shared`), length-grouped.
-Columns mean the same in every mode: useful tokens count each prompt once (so useful tok/s is pairs/s
+pairs/s is the median over turns (min-max beside it); `epoch` is the whole epoch's pairs over its
+running time, the steadier figure for length-grouped modes, whose turns of short or long pairs differ
+a lot. Columns mean the same in every mode: useful tokens count each prompt once (so useful tok/s is pairs/s
 times this data's useful tokens per pair); slots are the token positions the model computed, padding
 included. The run also prints the ceiling of sharing over packing on this data (packed slots per pair
 over shared slots per pair) and how much of it rm shared's measured speed-up over rm packed reaches.
@@ -186,7 +188,7 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
     peak = statistics.median(peaks) * 1e9
     rows = {m: benchlib.rates(work / f"{m}.progress", turns[m]) for m in modes}
     head = (
-        f"{'mode':<18} {'pairs/s':>7} {'min-max':>11} {'useful tok/s':>12} {'slots/s':>8} {'slots/pair':>10} "
+        f"{'mode':<18} {'pairs/s':>7} {'min-max':>11} {'epoch':>6} {'useful tok/s':>12} {'slots/s':>8} {'slots/pair':>10} "
         f"{'peak RSS':>8} {'held-out acc':>14} {'steps':>5} {'pairs/step':>10} {'MFU':>6} {'turns':>5}"
     )
     print(head)
@@ -199,6 +201,7 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
         se = (r["accuracy"] * (1 - r["accuracy"]) / max(1, r["n_eval"])) ** 0.5
         print(
             f"{m:<18} {r['pairs_per_s']:7.2f} {r['pairs_per_s_min']:5.1f}-{r['pairs_per_s_max']:<5.1f} "
+            f"{r['overall_pairs_per_s']:6.2f} "
             f"{r['pairs_per_s'] * useful_per_pair:12.0f} {r['slots_per_s']:8.0f} {r['slots_per_pair']:10.1f} "
             f"{r['peak_rss_mb']:6.0f}MB {r['accuracy']:7.4f}±{se:.4f} {r['steps']:5d} {r['pairs_per_step']:10.2f} "
             f"{r['mfu']:6.1%} {r['turns']:5d}"
@@ -219,6 +222,9 @@ def extra_summary(rows: dict) -> dict:
     """The keys the final JSON line adds to benchlib.summary_line's."""
     speed = {m: r["pairs_per_s"] for m, r in rows.items()}
     extra = {"pairs_per_step": {m: round(r["pairs_per_step"], 3) for m, r in rows.items()}}
+    # The whole epoch's pairs over its running time: length-grouped modes vary a lot from turn to turn
+    # (a turn of short pairs is fast), so their per-turn median is the less stable figure.
+    extra["epoch_pairs_per_s"] = {m: round(r["overall_pairs_per_s"], 3) for m, r in rows.items()}
     extra |= {"packed_pairs_per_s": round(speed.get("rm-packed", float("nan")), 3)}
     extra |= {"trl_grouped_pairs_per_s": round(speed.get("trl-grouped", float("nan")), 3)}
     if "rm-packed" in rows and "rm-shared" in rows:
