@@ -188,8 +188,9 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
     peak = statistics.median(peaks) * 1e9
     rows = {m: benchlib.rates(work / f"{m}.progress", turns[m]) for m in modes}
     head = (
-        f"{'mode':<18} {'pairs/s':>7} {'min-max':>11} {'epoch':>6} {'useful tok/s':>12} {'slots/s':>8} {'slots/pair':>10} "
-        f"{'peak RSS':>8} {'held-out acc':>14} {'steps':>5} {'pairs/step':>10} {'MFU':>6} {'turns':>5}"
+        f"{'mode':<18} {'pairs/s':>7} {'min-max':>11} {'epoch':>6} {'useful tok/s':>12} {'slots/s':>8} "
+        f"{'slots/pair':>10} {'peak RSS':>8} {'held-out acc':>14} {'steps':>5} {'pairs/step':>10} "
+        f"{'MFU':>6} {'turns':>5}"
     )
     print(head)
     print("-" * len(head))
