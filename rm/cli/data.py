@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from rm.cli.options import add_set_option
+
 
 def add(sub) -> None:
     data = sub.add_parser("data", help="look at preference data before training on it")
@@ -25,14 +27,7 @@ def add(sub) -> None:
     p.add_argument("--tokenizer", default="", help="tokenizer for lengths (default: a BPE trained on SOURCE)")
     p.add_argument("--max-length", type=int, default=512, help="report what this max_length would cut")
     p.add_argument("--vocab-size", type=int, default=8192, help="vocab of the BPE trained without --tokenizer")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a data.* config key, repeatable: --set argilla.pairs_from_edits=true --set columns.chosen=good",
-    )
+    add_set_option(p)
     p.set_defaults(func=run)
 
 

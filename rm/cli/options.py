@@ -32,6 +32,11 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         choices=["auto", "tokenizer", "hh"],
         help="render message lists with the model's chat template (auto: where it has one) or as HH text",
     )
+    add_set_option(p)
+
+
+def add_set_option(p: argparse.ArgumentParser) -> None:
+    """`--set KEY=VALUE`, repeatable: any data.* config key (what `data inspect` and `eval` share)."""
     p.add_argument(
         "--set",
         dest="overrides",
