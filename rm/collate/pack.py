@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from rm.collate.padded import pair_fields
 from rm.data.encode import EncodedPair
 
 PROMPT, CHOSEN, REJECTED = 0, 1, 2
@@ -108,9 +109,7 @@ class SharedCollator:
             **tensors,
             "chosen_index": torch.tensor([e[0] for e in ends]),
             "rejected_index": torch.tensor([e[1] for e in ends]),
-            "subset_ids": torch.tensor([p.subset_id for p in batch]),
-            "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
-            "pair_index": torch.tensor([p.index for p in batch]),
+            **pair_fields(batch),
         }
 
 
@@ -143,9 +142,7 @@ class PackedCollator:
             **tensors,
             "chosen_index": torch.tensor([ends[2 * i][0] for i in range(len(batch))]),
             "rejected_index": torch.tensor([ends[2 * i + 1][0] for i in range(len(batch))]),
-            "subset_ids": torch.tensor([p.subset_id for p in batch]),
-            "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
-            "pair_index": torch.tensor([p.index for p in batch]),
+            **pair_fields(batch),
         }
 
 

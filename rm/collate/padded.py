@@ -27,6 +27,15 @@ def pad_rows(rows: list[list[int]], pad_token_id: int) -> dict[str, torch.Tensor
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
+def pair_fields(batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
+    """What every pair layout carries besides its rows: subset ids, margins, each pair's index in its split."""
+    return {
+        "subset_ids": torch.tensor([p.subset_id for p in batch]),
+        "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
+        "pair_index": torch.tensor([p.index for p in batch]),
+    }
+
+
 class PaddedCollator:
     """Chosen and rejected as separate right-padded rows: simple, and works with any model.
 
@@ -55,7 +64,5 @@ class PaddedCollator:
         return {
             **pad_rows(rows, self.pad_token_id),
             "prompt_lengths": torch.tensor([len(p.prompt_ids) for p in batch]),
-            "subset_ids": torch.tensor([p.subset_id for p in batch]),
-            "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
-            "pair_index": torch.tensor([p.index for p in batch]),
+            **pair_fields(batch),
         }

@@ -94,20 +94,14 @@ class PairBatches(Sampler[list[int]]):
         lengths = [pair_length(p) for p in self.pairs]
         if self.max_tokens <= 0 and not self.group_by_length:
             return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        if self.max_tokens <= 0:  # a fixed pair count, length-grouped
-            out = []
-            for start in range(0, len(order), self.group_pairs):
-                window = sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
-                out += [window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)]
-            if self.shuffle:
-                rng.shuffle(out)
-            return out
         out: list[list[int]] = []
-        for start in range(0, len(order), self.group_pairs):
-            window = sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
+        for window in self._windows(order, lengths):
+            if self.max_tokens <= 0:  # a fixed pair count, length-grouped
+                out += [window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)]
+                continue
             batch: list[int] = []
             for i in window:
-                if batch and self._cost(batch + [i], lengths) > self.max_tokens:
+                if batch and self.cost(batch + [i], lengths) > self.max_tokens:
                     out.append(batch)
                     batch = []
                 batch.append(i)
@@ -116,17 +110,19 @@ class PairBatches(Sampler[list[int]]):
             rng.shuffle(out)
         return out
 
-    def _cost(self, batch: list[int], lengths: list[int]) -> int:
+    def _windows(self, order: list[int], lengths: list[int]) -> Iterator[list[int]]:
+        """`order` in windows of `group_pairs`, each sorted longest first."""
+        for start in range(0, len(order), self.group_pairs):
+            yield sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
+
+    def cost(self, batch: list[int], lengths: list[int] | None = None) -> int:
+        """Token slots of micro-batch `batch` in this layout: what the budget bounds and dealing balances across
+        processes. `lengths` (pair lengths by index) saves recomputing them while planning."""
         if self.layout == "shared":
-            return shared_cost([lengths[i] for i in batch], self.pack_length)
+            sizes = (lengths[i] if lengths is not None else pair_length(self.pairs[i]) for i in batch)
+            return shared_cost(sorted(sizes, reverse=True), self.pack_length)
         if self.layout == "packed":
             return packed_cost([self.pairs[i] for i in batch], self.pack_length)
-        return padded_cost([self.pairs[i] for i in batch])
-
-    def cost(self, batch: list[int]) -> int:
-        """Token slots of micro-batch `batch` in this layout (what dealing balances across processes)."""
-        if self.layout == "shared":
-            return shared_cost(sorted((pair_length(self.pairs[i]) for i in batch), reverse=True), self.pack_length)
         return padded_cost([self.pairs[i] for i in batch])
 
     def __iter__(self) -> Iterator[list[int]]:
