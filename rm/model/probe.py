@@ -16,6 +16,7 @@ import torch
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.data.encode import EncodedPair
+from rm.errors import ConfigError
 from rm.model.architecture import recurrent_reason
 from rm.model.masks import attention_rules, column_limit
 from rm.model.reward import pair_rewards, transformers_model
@@ -48,7 +49,7 @@ def choose_layout(model: torch.nn.Module, requested: str, pad_token_id: int) -> 
             return "packed", f"collator.layout is packed, and the model reproduces separate forwards in it ({checked})"
         return "shared", f"the model reproduces separate forwards in the shared layout ({checked})"
     if requested in ("shared", "packed"):
-        raise ValueError(f"collator.layout={requested} is not possible: {why_not}; use collator.layout=padded")
+        raise ConfigError(f"collator.layout={requested} is not possible: {why_not}; use collator.layout=padded")
     return "padded", why_not
 
 

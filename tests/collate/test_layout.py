@@ -8,6 +8,7 @@ import torch
 from conftest import random_pairs, tiny_model
 from rm.collate.pack import PackedCollator, SharedCollator, plan_rows
 from rm.data.encode import EncodedPair
+from rm.errors import ConfigError
 from rm.model.loss import bradley_terry_loss
 from rm.model.masks import dense_mask
 from rm.model.reward import RewardModel, pair_rewards
@@ -189,6 +190,9 @@ def test_auto_layout_falls_back_to_padded_and_says_why(tokenizer, monkeypatch):
     assert layout == "padded" and "different rewards in the shared layout" in why
     with pytest.raises(ValueError, match="collator.layout=shared is not possible"):
         choose_layout(model, "shared", tokenizer.pad_token_id)
+    # a user's setting: an RMError, so the CLI ends it in one line; packed is refused the same way
+    with pytest.raises(ConfigError, match="collator.layout=packed is not possible: .*use collator.layout=padded"):
+        choose_layout(model, "packed", tokenizer.pad_token_id)
 
 
 def test_encoders_are_not_given_the_shared_layout(tokenizer):
