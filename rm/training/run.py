@@ -51,6 +51,7 @@ from rm.training.launch import (
     same_plan_everywhere,
 )
 from rm.training.loop import Hooks, Run, fit, log_eval
+from rm.training.optim import make_optimizer
 
 log = logging.getLogger("rm")
 
@@ -206,7 +207,7 @@ def prepare(
     train_batches = RankBatches(train_plan, rank, world, t.grad_accum)
     train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
     eval_loader = DataLoader(data.eval, batch_sampler=EvalBatches(eval_plan, rank, world), collate_fn=collate)
-    optimizer = torch.optim.AdamW(param_groups(model, t.weight_decay), lr=t.lr)
+    optimizer = make_optimizer(model, accelerator, t.lr, t.weight_decay)
     plugin = accelerator.state.deepspeed_plugin if accelerator.distributed_type == DistributedType.DEEPSPEED else None
     if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):  # a number DeepSpeed only reports
         plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = t.batch_size
@@ -225,15 +226,6 @@ def prepare(
         cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, data.subsets, state,
         max_steps,
     )  # fmt: skip
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices only: decaying norms' gains and biases pulls them to zero for no benefit."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
 
 
 def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
