@@ -120,16 +120,22 @@ def work(sweep: Sweep, study: optuna.Study, objective, stop: threading.Event, lo
         if taken is None:
             return
         trial, new = taken
-        with heartbeat(study, trial):
-            trial.set_user_attr("host", HOST)  # at once: `recover` finds the trial if this process dies now
-            trial.set_user_attr("pid", os.getpid())
-            why = skip_reason(study, trial, sweep.cfg)
-            if why is not None:
-                skip(study, trial, why)
-                if new:  # a new trial over the budget: any later one would be too
-                    return
-                continue
-            run_trial(study, trial, objective, stop)
+        try:
+            with heartbeat(study, trial):
+                trial.set_user_attr("host", HOST)  # at once: `recover` finds the trial if this process dies now
+                trial.set_user_attr("pid", os.getpid())
+                why = skip_reason(study, trial, sweep.cfg)
+                if why is not None:
+                    skip(study, trial, why)
+                    if new:  # a new trial over the budget: any later one would be too
+                        return
+                    continue
+                run_trial(study, trial, objective, stop)
+        except BaseException:  # Ctrl-C before the trial ran: not left RUNNING, rerun by the next start
+            if study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
+                trial.set_user_attr("interrupted", True)
+                study.tell(trial, state=TrialState.FAIL)
+            raise
         with lock:
             write_reports(study, sweep)
 
