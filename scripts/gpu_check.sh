@@ -44,7 +44,7 @@ fail() { echo "gpu_check: FAILED: $*"; checks=1; }
 TINY="data.synthetic.n_train=240 data.synthetic.n_eval=61 model.random_init.hidden_size=32
  model.random_init.intermediate_size=64 model.random_init.num_hidden_layers=1 tokenizer.vocab_size=300
  train.batch_size=8 train.eval_batch_size=16 train.eval_steps=0 train.log_steps=1 train.lr=3e-3
- train.report_to=[] train.mixed_precision=no"
+ train.report_to=[] train.mixed_precision='no'"  # quoted: a bare no is YAML's false
 
 if "$PY" -c "import bitsandbytes" 2>/dev/null; then
   "$PY" - "$work/base-0.5b" <<'PYEOF' || fail "QLoRA: building the 0.5B base model"
@@ -116,7 +116,7 @@ echo "gpu_check: checks took $((SECONDS - started)) s in all so far (exit $check
 # The benchmark keeps to --budget itself (configurations it cannot reach are listed as skipped);
 # the timeout is only a safety net.
 timeout 230 "$PY" scripts/bench_layout.py --budget 180 --seconds 8 --json "${OUT:-/tmp}/bench_layout.json"
-[ $? -eq 124 ] && echo "gpu_check: the benchmark ran out of its 170 s"
+[ $? -eq 124 ] && echo "gpu_check: the benchmark ran out of its 230 s"
 echo "gpu_check: $((SECONDS - started)) s in all"
 [ $tests -ne 0 ] && exit $tests
 exit $checks

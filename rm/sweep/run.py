@@ -5,17 +5,26 @@ SQLite file in the sweep directory by default, or any database URL that several 
 (`--storage URL --worker` on each); see rm/sweep/study.py for how a stopped sweep continues. Each
 trial is a normal run in <sweep_dir>/trials/NNNN, in this process or launched as a child
 (rm/sweep/trial.py); the results are written after every trial (rm/sweep/report.py).
+
+Each of the `parallelism` threads of a sweep process runs its own ask-run-tell loop rather than
+Optuna's `Study.optimize`: it takes a queued trial (a grid point, a rerun) or, for a sampler, a new one,
+runs it only if the budget shared by all processes allows (rm/sweep/budget.py), and stops when there
+is nothing left to take. `Study.optimize` would ask one trial per thread past `n_trials` and let
+GridSampler pick the same point in two processes.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import optuna
+from optuna.trial import TrialState
 
 from rm.errors import TrialCrashed
+from rm.sweep.budget import enqueue_grid, grid_points, heartbeat, skip, skip_reason, take
 from rm.sweep.config import ParamSpec, SweepConfig, direction, objective_name, objective_value
 from rm.sweep.report import write_reports
 from rm.sweep.study import (
@@ -60,7 +69,7 @@ def make_objective(sweep: Sweep):
         cmd = run_command(cfg, overrides, child=not here)
         shown = show(run_command(cfg, overrides, child=False))  # the same run, as a person would rerun it
         log = out / "sweep_trial.log"
-        attrs = {"host": HOST, "pid": os.getpid(), "output_dir": str(out), "log": str(log), "command": shown}
+        attrs = {"output_dir": str(out), "log": str(log), "command": shown}
         for k, v in attrs.items():
             trial.set_user_attr(k, v)
         retry_of = trial.study._storage.get_trial_system_attrs(trial._trial_id).get(RETRY_OF)
@@ -82,35 +91,101 @@ def make_objective(sweep: Sweep):
     return objective
 
 
+def run_trial(study: optuna.Study, trial: optuna.Trial, objective, stop: threading.Event) -> None:
+    """Run a taken trial and tell the study how it ended; a KeyboardInterrupt fails it and goes on up."""
+    try:
+        value = objective(trial)
+    except optuna.TrialPruned:
+        study.tell(trial, state=TrialState.PRUNED)
+    except TrialCrashed:
+        if stop.is_set():  # a child that Ctrl-C stopped (the terminal signals all): rerun it on a restart
+            trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=TrialState.FAIL)
+    except BaseException:
+        study.tell(trial, state=TrialState.FAIL)
+        raise
+    else:
+        study.tell(trial, value)  # a NaN objective fails the trial (Optuna warns)
+
+
+def work(sweep: Sweep, study: optuna.Study, objective, stop: threading.Event, lock: threading.Lock) -> None:
+    """One thread's loop: take a trial, run it if the budget allows, write the results; stop with nothing left."""
+    grid, budget = sweep.cfg.sampler == "grid", trial_budget(sweep.cfg)
+    while not stop.is_set():
+        fail_stale(study)  # a dead worker's trial is requeued first, so that it is taken before anything new
+        t = tally(study)
+        if not grid and t["ended"] + t["running"] >= budget and not t["waiting"]:
+            return  # spent as far as can be seen: asking would only make a trial to skip
+        taken = take(study, grid, sweep.storage_url)
+        if taken is None:
+            return
+        trial, new = taken
+        try:
+            with heartbeat(study, trial):
+                trial.set_user_attr("host", HOST)  # at once: `recover` finds the trial if this process dies now
+                trial.set_user_attr("pid", os.getpid())
+                why = skip_reason(study, trial, sweep.cfg)
+                if why is not None:
+                    skip(study, trial, why)
+                    if new:  # a new trial over the budget: any later one would be too
+                        return
+                    continue
+                run_trial(study, trial, objective, stop)
+        except BaseException:  # Ctrl-C before the trial ran: not left RUNNING, rerun by the next start
+            if study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
+                trial.set_user_attr("interrupted", True)
+                study.tell(trial, state=TrialState.FAIL)
+            raise
+        with lock:
+            write_reports(study, sweep)
+
+
 def run(sweep: Sweep, worker: bool = False) -> int:
     study = open_study(sweep, create=not worker)
     for note in recover(study):
         print(note)
-    budget, lock = trial_budget(sweep.cfg), threading.Lock()
-
-    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        fail_stale(study)  # a dead worker's trial is requeued, not counted as running (which could end the sweep)
-        t = tally(study)
-        if t["ended"] + t["running"] >= budget and not t["waiting"]:
-            study.stop()
-        with lock:
-            write_reports(study, sweep)
-
-    t = tally(study)
-    todo = max(0, budget - t["ended"] - t["running"]) + t["waiting"]
-    print(f"sweep {sweep.name}: {t['ended']} of {budget} trials ended, {todo} to run; study in {sweep.shown_url}")
+    cfg = sweep.cfg
+    queued = enqueue_grid(study, cfg) if cfg.sampler == "grid" and not worker else 0
+    budget, t = trial_budget(cfg), tally(study)
+    todo = t["waiting"] if cfg.sampler == "grid" else max(0, budget - t["ended"] - t["running"]) + t["waiting"]
+    news = f" ({queued} grid points queued)" if queued else ""
+    print(f"sweep {sweep.name}: {t['ended']} of {budget} trials ended, {todo} to run{news}; study in {sweep.shown_url}")
     if todo:
+        stop, lock, objective, errors = threading.Event(), threading.Lock(), make_objective(sweep), []
+
+        def guarded() -> None:  # a thread's error ends the sweep, raised here, as the main thread's would
+            try:
+                work(sweep, study, objective, stop, lock)
+            except Exception as e:
+                errors.append(e)
+                stop.set()
+
+        threads = [threading.Thread(target=guarded, daemon=True) for _ in range(min(cfg.parallelism, todo) - 1)]
+        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)  # rm beats itself (budget.heartbeat)
         try:
-            study.optimize(
-                make_objective(sweep),
-                n_jobs=min(sweep.cfg.parallelism, todo),
-                catch=(TrialCrashed,),
-                callbacks=[after_trial],
-            )
+            for thread in threads:
+                thread.start()
+            work(sweep, study, objective, stop, lock)  # here: an in-process trial gets Ctrl-C
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+            if errors:
+                raise errors[0]
         except KeyboardInterrupt:
+            stop.set()
+            if any(thread.is_alive() for thread in threads):
+                print("\nstopping: waiting for the other running trials (Ctrl-C again to leave them)")
+                try:
+                    for thread in threads:
+                        thread.join()
+                except KeyboardInterrupt:
+                    pass  # left RUNNING: the restart finds their process gone and reruns them
             write_reports(study, sweep)
             print("\nstopped: rerun the same command to continue (the interrupted trial runs again)")
             return 130
+        except BaseException:
+            stop.set()  # the other threads take nothing more
+            raise
     paths = write_reports(study, sweep)
     print("\n" + paths["md"].read_text())
     print("written: " + ", ".join(str(p) for p in paths.values()))
@@ -134,9 +209,10 @@ def dry_run(sweep: Sweep) -> int:
         print("tpe: later draws depend on the results; these are the first draws")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=make_sampler(cfg, cfg.seed), direction=direction(cfg))  # in memory
+    points = grid_points(cfg) if cfg.sampler == "grid" else []
     for number in range(budget):
         trial = study.ask()
-        params = {key: suggest(trial, key, spec) for key, spec in cfg.space.items()}
+        params = points[number] if points else {key: suggest(trial, key, spec) for key, spec in cfg.space.items()}
         print(show(run_command(cfg, trial_overrides(sweep, params, number), child=False)))
     return 0
 

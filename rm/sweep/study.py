@@ -29,6 +29,7 @@ from rm.sweep.config import ObjectiveConfig, PruningConfig, SweepConfig, directi
 
 HOST = socket.gethostname()
 RETRY_OF = "rm_retry_of"  # system attr of a trial queued again: the number of the trial it reruns
+SKIPPED = "rm_skipped"  # user attr of a trial taken but not run (rm/sweep/budget.py): why; left out of tallies
 
 
 @dataclass
@@ -76,9 +77,9 @@ def open_storage(url: str, heartbeat: bool = True, cfg: SweepConfig | None = Non
 
 
 def make_sampler(cfg: SweepConfig, seed: int) -> optuna.samplers.BaseSampler:
-    if cfg.sampler == "grid":
-        return optuna.samplers.GridSampler({k: s.values for k, s in cfg.space.items()}, seed=seed)
-    if cfg.sampler == "random":
+    """The sampler of new trials. A grid's trials are all queued with their values (rm/sweep/budget.py),
+    so it asks none; Optuna's GridSampler would draw points per process and stop the study itself."""
+    if cfg.sampler in ("grid", "random"):
         return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.TPESampler(seed=seed)
 
@@ -216,8 +217,10 @@ def fail_stale(study: optuna.Study) -> None:
 
 
 def tally(study: optuna.Study) -> dict[str, int]:
-    """Trials by fate: ended (finished, pruned, crashed: these spend n_trials), interrupted, running, waiting."""
-    trials = study.get_trials(deepcopy=False)
+    """Trials by fate: ended (finished, pruned, crashed: these spend n_trials), interrupted, running, waiting.
+
+    Skipped trials (taken but never run, rm/sweep/budget.py) are in none of them."""
+    trials = [t for t in study.get_trials(deepcopy=False) if SKIPPED not in t.user_attrs]
     retried = {t.system_attrs.get(RETRY_OF) for t in trials}
     out = dict.fromkeys(("ended", "interrupted", "running", "waiting"), 0)
     for t in trials:

@@ -3,9 +3,10 @@
 A throwaway server (the PostgreSQL binaries of the machine, e.g. Debian's postgresql package, in a
 temporary data directory on 127.0.0.1 and a free port) is started for this module and stopped after
 it. `python -m rm sweep FILE --storage postgresql://…` creates the study and a second process with
-`--worker` joins it: both run trials, and the results table lists every trial. Then one sweep process
-and its trial's child (`launch: subprocess`) are killed with SIGKILL (a lost machine): the other process, still running,
-finds the trial's heartbeat stale after `heartbeat_grace` seconds, fails it and runs it again.
+`--worker` joins it: both run trials, each grid point once, and the results table lists every trial.
+Then one sweep process and its trial's child (`launch: subprocess`) are killed with SIGKILL (a lost
+machine): the other process, still running, finds the trial's heartbeat stale after
+`heartbeat_grace` seconds, fails it and runs it again.
 """
 
 import csv
@@ -145,9 +146,9 @@ def finish(proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
 
 
 def test_a_second_worker_joins_the_study_and_both_run_trials(tmp_path, postgres_url):
-    """Random draws from a list, not a grid: two processes asking Optuna's GridSampler at the same
-    moment can draw the same grid point (its documented behaviour), which would make this test flaky."""
-    path = sweep_file(tmp_path, "split", [1e-3, 2e-3, 3e-3, 4e-3], sampler="random", n_trials=4, launch="auto")
+    """A grid of 4: the creating process queues the points, and the two processes run each exactly once."""
+    grid = [1e-3, 2e-3, 3e-3, 4e-3]
+    path = sweep_file(tmp_path, "split", grid, launch="auto")
     first = start(path, postgres_url, tmp_path / "first.log", worker=False)
     wait_for(study_opened(tmp_path / "first.log", "split"), "the first process to create the study", [first])
     second = start(path, postgres_url, tmp_path / "second.log", worker=True)
@@ -155,7 +156,8 @@ def test_a_second_worker_joins_the_study_and_both_run_trials(tmp_path, postgres_
     finish(second, tmp_path / "second.log")
 
     done = trials(postgres_url, "split")
-    assert len(done) >= 4 and all(t.state == TrialState.COMPLETE for t in done)  # 5 if both asked at once
+    assert len(done) == 4 and all(t.state == TrialState.COMPLETE for t in done)  # nothing run twice or skipped
+    assert sorted(t.params["train.lr"] for t in done) == grid
     by_process = {pid: sum(t.user_attrs["pid"] == pid for t in done) for pid in (first.pid, second.pid)}
     print(f"trials run by the first process and by the worker: {list(by_process.values())}")
     assert all(by_process.values()), f"one process ran no trial: {by_process}"
