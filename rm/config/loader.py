@@ -62,6 +62,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
     if tp is str:
+        if isinstance(value, bool):  # YAML 1.1 reads a bare no/yes/off/on as a bool
+            word = "no" if value is False else "yes"
+            raise ConfigError(
+                f"{key}: expected a string, got {value}; YAML reads a bare {word} as {value}, quote it: {key}='{word}'"
+            )
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
         return value

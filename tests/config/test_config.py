@@ -60,6 +60,7 @@ def test_unknown_keys_name_the_dotted_key(override, fragment):
         ("train.scheduler=cosine_with_restarts", "train.scheduler"),
         ("train.batch_size=0", "train.batch_size: must be > 0"),
         ("train.lr=[", "override 'train.lr=[': the value is not valid YAML"),
+        ("train.mixed_precision=no", "YAML reads a bare no as False, quote it: train.mixed_precision='no'"),
     ],
 )
 def test_wrong_types_and_values_name_the_dotted_key(override, fragment):
