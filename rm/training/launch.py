@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
+from accelerate.state import AcceleratorState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, parse_flag_from_env
 
 from rm.collate.planner import PairBatches
@@ -53,6 +54,10 @@ def make_accelerator(cfg: RunConfig) -> Accelerator:
         raise TrainingError("DeepSpeed runs on GPUs only here; on the CPU shard with configs/accelerate/cpu-fsdp.yaml")
     # accelerate logs each checkpoint's files at INFO ("[RANK 0] Model weights saved in ..."), six lines a save.
     logging.getLogger("accelerate").setLevel(logging.WARNING)
+    if world == 1 and not torch.distributed.is_initialized():
+        # accelerate keeps its state per Python process: a second run in the same process (an in-process
+        # sweep trial, a notebook) with another mixed_precision would be refused. One process: start afresh.
+        AcceleratorState._reset_state(reset_partial_state=True)
     accelerator = Accelerator(
         cpu=on_cpu,
         gradient_accumulation_steps=cfg.train.grad_accum,

@@ -198,3 +198,13 @@ def test_log_lines_stay_off_the_progress_bar_and_checkpoints_are_quiet(tmp_path)
     assert "[RANK" not in proc.stderr and proc.stderr.count("checkpoint: ") == 1  # rm's own one line
     evals = [line for line in proc.stderr.split("\n") if "eval accuracy" in line]
     assert evals and all(line.rsplit("\r", 1)[-1].startswith("step ") for line in evals), evals
+
+
+def test_runs_in_one_process_may_change_mixed_precision(tmp_path):
+    """accelerate keeps one state per process: an in-process sweep trying fp32 then bf16 must not be refused."""
+    common = [*TINY, "train.max_steps=2", "train.eval_steps=0", "train.save_steps=0", "train.report_to=[]"]
+    common += ["export.enabled=false"]
+    first = main(load_config(QUICKSTART, common + ["train.mixed_precision='no'", f"output_dir={tmp_path / 'fp32'}"]))
+    second = main(load_config(QUICKSTART, common + ["train.mixed_precision=bf16", f"output_dir={tmp_path / 'bf16'}"]))
+    assert first["overall"]["n"] == second["overall"]["n"] == 61
+    assert first["overall"]["mean_margin"] != second["overall"]["mean_margin"]  # bf16 really was used
