@@ -1,11 +1,13 @@
-"""Batched tokenization gives exactly what one tokenizer call per text gave: the same ids, the same
-truncations and drops (issue 12), checked on the real HH file against a per-text encoder written here."""
+"""Batched tokenization into Arrow columns gives exactly what one tokenizer call per text into Python lists
+gave: the same ids, the same truncations and drops (issue 12), checked on the real HH file against a
+per-text encoder written here."""
 
+import numpy as np
 import pytest
 
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
-from rm.data.encode import EncodedPair, EncodeReport, _cut_leading_turns, encode_pairs
+from rm.data.encode import EncodedPair, EncodedSplit, EncodeReport, _cut_leading_turns, encode_pairs
 from rm.data.load import load_pairs
 from rm.data.tokenizer import special_prefix, train_bpe
 
@@ -48,6 +50,14 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
     want, want_report = one_call_per_text(pairs, tokenizer, 256)
     assert want_report.prompt_truncated > 0 and want_report.too_long  # both paths of fitting are exercised
     assert got_report == want_report
-    assert [(p.prompt_ids, p.chosen_ids, p.rejected_ids, p.index) for p in got] == [
-        (p.prompt_ids, p.chosen_ids, p.rejected_ids, p.index) for p in want
+    assert isinstance(got, EncodedSplit) and len(got) == len(want) > 1024  # more than one record batch
+    assert got.table.column("chosen_ids").num_chunks > 1
+    fields = ("prompt_ids", "chosen_ids", "rejected_ids")
+    for p in (got[0], got[-1]):  # views into the Arrow buffers, not copies
+        assert all(isinstance(getattr(p, f), np.ndarray) and getattr(p, f).dtype == np.int32 for f in fields)
+        assert not p.prompt_ids.flags.writeable
+    assert [(*(getattr(p, f).tolist() for f in fields), p.subset_id, p.margin, p.index) for p in got] == [
+        (*(getattr(p, f) for f in fields), p.subset_id, p.margin, p.index) for p in want
     ]
+    lengths = np.array([[len(getattr(p, f)) for f in fields] for p in want]).T
+    assert all((a == b).all() for a, b in zip(got.lengths(), lengths, strict=True))
