@@ -8,6 +8,8 @@ Arrow columns of int32 ids, not Python lists (rm/data/store.py).
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +24,15 @@ from rm.data.load import LoadedData
 from rm.data.store import EncodedPair, EncodedSplit, record_batch
 from rm.data.tokenizer import special_prefix
 
-__all__ = ["EncodeReport", "EncodedPair", "EncodedSplit", "encode_kept", "encode_pairs", "encode_splits"]
+__all__ = [
+    "EncodeReport",
+    "EncodedPair",
+    "EncodedSplit",
+    "encode_kept",
+    "encode_pairs",
+    "encode_splits",
+    "release_texts",
+]
 
 log = logging.getLogger("rm")
 
@@ -104,6 +114,7 @@ def encode_kept(
                 positions.append(start + k)
         report.kept += len(fitted)
         batches.append(record_batch(fitted))
+        del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         bar.update(len(chunk))
     bar.close()
     return EncodedSplit.from_batches(batches), report, np.asarray(positions, dtype=np.int64)
@@ -155,3 +166,19 @@ def encode_splits(
                 rep.too_long[:3],
             )
     return train_set, eval_set
+
+
+def release_texts(data: LoadedData) -> None:
+    """Drop the text pairs once both splits are encoded, and hand the freed heap back to the OS.
+
+    On 160,000 + 8,000 HH pairs the texts hold about 330 MiB that training never reads again. Most of
+    it is in strings too large for Python's small-object allocator, which glibc keeps after they are
+    freed: RSS fell by 40 MiB without `malloc_trim`, by 190 MiB with it (issue 12). The report stays.
+    """
+    data.train, data.eval = [], []
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # another C library (musl has no malloc_trim): keep the pages
+            pass

@@ -7,8 +7,18 @@ import pytest
 
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
-from rm.data.encode import EncodedPair, EncodedSplit, EncodeReport, _cut_leading_turns, encode_pairs
-from rm.data.load import load_pairs
+from rm.data.encode import (
+    EncodedPair,
+    EncodedSplit,
+    EncodeReport,
+    _cut_leading_turns,
+    encode_kept,
+    encode_pairs,
+    encode_splits,
+    release_texts,
+)
+from rm.data.load import LoadedData, load_pairs
+from rm.data.report import DataReport
 from rm.data.tokenizer import special_prefix, train_bpe
 
 
@@ -61,3 +71,20 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
     ]
     lengths = np.array([[len(getattr(p, f)) for f in fields] for p in want]).T
     assert all((a == b).all() for a, b in zip(got.lengths(), lengths, strict=True))
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_kept_positions_and_released_texts():
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
+    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
+    split, report, kept = encode_kept(pairs, tokenizer, 200, ["harmless-base"])
+    assert report.too_long and len(kept) == len(split) == report.kept
+    assert [pairs[k].origin for k in kept] == [p.origin for p in pairs if p.origin not in report.too_long]
+    want, _ = one_call_per_text([pairs[k] for k in kept], tokenizer, 200)
+    assert [split[i].chosen_ids.tolist() for i in range(len(split))] == [p.chosen_ids for p in want]
+
+    data = LoadedData(pairs[:200], pairs[200:], DataReport("skip"))
+    train, held = encode_splits(data, tokenizer, 200, ["harmless-base"])
+    release_texts(data)
+    assert data.train == [] and data.eval == [] and "encoding" in data.report.notes
+    assert len(train) + len(held) == len(split) and train[0].chosen_ids.tolist() == want[0].chosen_ids
