@@ -8,8 +8,10 @@ from conftest import random_pairs
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches, packed_cost, padded_cost, shared_cost
+from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
 from rm.collate.shard import EvalBatches
 from rm.data.store import EncodedPair, EncodedSplit
+from rm.evaluation.score import _order_key
 
 
 def lengths(p: EncodedPair) -> int:
@@ -51,3 +53,17 @@ def test_layouts_and_plans_are_the_same_for_list_and_arrow_pairs(pairs, layout):
     shortest = min(range(len(pairs)), key=lambda i: lengths(pairs[i]))
     n = len(arrow.batches())
     assert EvalBatches(arrow, n, n + 1)._batches() == [[shortest]]
+
+
+@pytest.mark.parametrize("layout", [PaddedLayout(0), PackedScoring(0)], ids=["padded", "packed"])
+def test_scoring_layouts_take_array_ids_as_they_take_lists(pairs, layout):
+    """Two sequences share a prompt (grouped by equal ids, not by `==` on arrays, which compares elementwise)."""
+    seqs = [ScoreSeq(p.prompt_ids, r) for p in pairs[:6] for r in (p.chosen_ids, p.rejected_ids)]
+    split = EncodedSplit.from_pairs(pairs[:6])
+    arrays = [ScoreSeq(p.prompt_ids, r) for p in split for r in (p.chosen_ids, p.rejected_ids)]
+    got, want = layout.collate(arrays), layout.collate(seqs)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    if isinstance(layout, PackedScoring):  # the prompt is in the rows once per pair, not once per sequence
+        assert int((got["segment_ids"] == 0).sum()) == sum(len(p.prompt_ids) for p in pairs[:6])
+    order = sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
+    assert sorted(range(len(arrays)), key=lambda i: _order_key(arrays[i])) == order
