@@ -6,13 +6,15 @@ puts each text in one row (`rm.collate.scoring.PaddedLayout`). Both fill rows wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
-from rm.data.encode import EncodedPair
+from rm.data.store import EncodedPair, TokenIds, join_ids
 
 
-def pad_rows(rows: list[list[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad token id lists to the longest: {"input_ids", "attention_mask"}, each [rows, longest].
+def pad_rows(rows: Sequence[TokenIds], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad id sequences (lists or arrays) to the longest: {"input_ids", "attention_mask"}, each [rows, longest].
 
     rows [[5, 6, 8], [7, 9, 10, 11]], pad id 0:
         input_ids      = [[5, 6, 8, 0], [7, 9, 10, 11]]
@@ -60,7 +62,9 @@ class PaddedCollator:
         self.pad_token_id = pad_token_id
 
     def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-        rows = [p.prompt_ids + p.chosen_ids for p in batch] + [p.prompt_ids + p.rejected_ids for p in batch]
+        rows = [join_ids(p.prompt_ids, p.chosen_ids) for p in batch] + [
+            join_ids(p.prompt_ids, p.rejected_ids) for p in batch
+        ]
         return {
             **pad_rows(rows, self.pad_token_id),
             "prompt_lengths": torch.tensor([len(p.prompt_ids) for p in batch]),

@@ -11,12 +11,13 @@ multi-process run computes the same plan (rm/collate/shard.py deals it out).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
+import numpy as np
 from torch.utils.data import Sampler
 
-from rm.collate.pack import pair_length, sequence_lengths
-from rm.data.encode import EncodedPair
+from rm.collate.pack import sequence_lengths
+from rm.data.store import EncodedPair, id_lengths
 
 
 def shared_cost(group: list[int], pack_length: int) -> int:
@@ -34,7 +35,9 @@ def shared_cost(group: list[int], pack_length: int) -> int:
 
 
 def padded_cost(pairs: list[EncodedPair]) -> int:
-    """Token slots of a padded micro-batch: two rows per pair, all as wide as the longest sequence."""
+    """Token slots of a padded micro-batch: two rows per pair, all as wide as the longest sequence.
+
+    These two read the pairs themselves; `PairBatches.cost` computes the same from length arrays."""
     width = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in pairs)
     return 2 * len(pairs) * width
 
@@ -52,11 +55,14 @@ class PairBatches(Sampler[list[int]]):
     sampling batches (sorted within windows of `group_pairs` shuffled pairs, batches shuffled).
     `max_tokens > 0`: length-grouped micro-batches of at most `max_tokens` token slots in the given
     layout (a single pair larger than the budget still gets a micro-batch).
+
+    Planning reads only token counts, taken once as numpy arrays (`id_lengths`: from the Arrow offsets of
+    an `EncodedSplit`), so a plan over 160,000 pairs makes no object per pair.
     """
 
     def __init__(
         self,
-        pairs: list[EncodedPair],
+        pairs: Sequence[EncodedPair],
         layout: str,
         batch_size: int,
         max_tokens: int = 0,
@@ -76,6 +82,11 @@ class PairBatches(Sampler[list[int]]):
         self.pack_length = pack_length
         self.group_by_length = group_by_length
         self.epoch = 0
+        prompt, chosen, rejected = id_lengths(pairs)
+        self.lengths = prompt + chosen + rejected
+        """Tokens of each pair, prompt once ([pairs]): its segment in the shared layout, and what groups by length."""
+        self._padded_width = prompt + np.maximum(chosen, rejected)
+        self._sequences = np.stack([prompt + chosen, prompt + rejected], axis=1)  # [pairs, 2]: the packed layout's
         self._cache: tuple[int, list[list[int]]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -91,17 +102,16 @@ class PairBatches(Sampler[list[int]]):
         order = list(range(len(self.pairs)))
         if self.shuffle:
             rng.shuffle(order)
-        lengths = [pair_length(p) for p in self.pairs]
         if self.max_tokens <= 0 and not self.group_by_length:
             return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         out: list[list[int]] = []
-        for window in self._windows(order, lengths):
+        for window in self._windows(order):
             if self.max_tokens <= 0:  # a fixed pair count, length-grouped
                 out += [window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)]
                 continue
             batch: list[int] = []
             for i in window:
-                if batch and self.cost(batch + [i], lengths) > self.max_tokens:
+                if batch and self.cost(batch + [i]) > self.max_tokens:
                     out.append(batch)
                     batch = []
                 batch.append(i)
@@ -110,20 +120,21 @@ class PairBatches(Sampler[list[int]]):
             rng.shuffle(out)
         return out
 
-    def _windows(self, order: list[int], lengths: list[int]) -> Iterator[list[int]]:
-        """`order` in windows of `group_pairs`, each sorted longest first."""
+    def _windows(self, order: list[int]) -> Iterator[list[int]]:
+        """`order` in windows of `group_pairs`, each sorted longest first (ties keep their order, as `sorted`)."""
         for start in range(0, len(order), self.group_pairs):
-            yield sorted(order[start : start + self.group_pairs], key=lambda i: -lengths[i])
+            window = np.asarray(order[start : start + self.group_pairs], dtype=np.int64)
+            yield window[np.argsort(-self.lengths[window], kind="stable")].tolist()
 
-    def cost(self, batch: list[int], lengths: list[int] | None = None) -> int:
+    def cost(self, batch: list[int]) -> int:
         """Token slots of micro-batch `batch` in this layout: what the budget bounds and dealing balances across
-        processes. `lengths` (pair lengths by index) saves recomputing them while planning."""
+        processes (`shared_cost`, `packed_cost` and `padded_cost` of its pairs, from the length arrays)."""
+        idx = np.asarray(batch, dtype=np.int64)
         if self.layout == "shared":
-            sizes = (lengths[i] if lengths is not None else pair_length(self.pairs[i]) for i in batch)
-            return shared_cost(sorted(sizes, reverse=True), self.pack_length)
+            return shared_cost(sorted(self.lengths[idx].tolist(), reverse=True), self.pack_length)
         if self.layout == "packed":
-            return packed_cost([self.pairs[i] for i in batch], self.pack_length)
-        return padded_cost([self.pairs[i] for i in batch])
+            return shared_cost(sorted(self._sequences[idx].ravel().tolist(), reverse=True), self.pack_length)
+        return 2 * len(batch) * int(self._padded_width[idx].max())
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches())

@@ -15,14 +15,15 @@ from torch import nn
 
 from rm.collate.pack import pack
 from rm.collate.padded import pad_rows
+from rm.data.store import TokenIds, join_ids, same_ids
 
 
 @dataclass
 class ScoreSeq:
     """One text to score, tokenized as prompt and response (the reward is read at the response's end)."""
 
-    prompt_ids: list[int]
-    response_ids: list[int]
+    prompt_ids: TokenIds
+    response_ids: TokenIds
     truncated: bool = False
     """True when tokens were cut from the left to fit `max_length`."""
 
@@ -50,7 +51,7 @@ class PaddedLayout:
         self.pad_token_id = pad_token_id
 
     def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
-        return pad_rows([s.prompt_ids + s.response_ids for s in seqs], self.pad_token_id)
+        return pad_rows([join_ids(s.prompt_ids, s.response_ids) for s in seqs], self.pad_token_id)
 
     def rewards(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -71,7 +72,7 @@ class PackedScoring:
     def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
         members: list[list[int]] = []  # runs of consecutive sequences with the same prompt
         for i, s in enumerate(seqs):
-            if members and seqs[members[-1][0]].prompt_ids == s.prompt_ids:
+            if members and same_ids(seqs[members[-1][0]].prompt_ids, s.prompt_ids):
                 members[-1].append(i)
             else:
                 members.append([i])

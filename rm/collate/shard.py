@@ -27,7 +27,6 @@ from collections.abc import Iterator
 
 from torch.utils.data import Sampler
 
-from rm.collate.pack import pair_length
 from rm.collate.planner import PairBatches
 from rm.errors import DataError
 
@@ -143,7 +142,7 @@ class EvalBatches(Sampler[list[int]]):
             batches = self.plan.batches()
             self._mine = []
             if batches and self.world > 1:
-                filler = [min(range(len(self.plan.pairs)), key=lambda i: pair_length(self.plan.pairs[i]))]
+                filler = [int(self.plan.lengths.argmin())]  # the first shortest pair
                 for start in range(0, len(batches), self.world):
                     round_ = sorted(batches[start : start + self.world], key=self.plan.cost, reverse=True)
                     self._mine.append(round_[self.rank] if self.rank < len(round_) else filler)

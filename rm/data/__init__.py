@@ -2,5 +2,6 @@
 
 A batch starts here: `sources` reads raw records with their file:line, `formats` (with `hh`, `chat` and
 `argilla`) turns each into `Pair`s or a counted `RecordError`, `load` picks splits, subsets and mixtures,
-and `encode` tokenizes each prompt once into `EncodedPair`s for `rm/collate/`.
+and `encode` tokenizes each prompt once into an `EncodedSplit` (`store`: Arrow columns of int32 ids, read as
+`EncodedPair`s) for `rm/collate/`.
 """

@@ -1,6 +1,6 @@
 """`python -m rm eval`: score preference pairs with any reward model and write the evaluation report.
 
-The pairs go through training's own path (`encode_pairs`, `PaddedCollator`, `gather_rewards`), so
+The pairs go through training's own path (`encode_kept`, `PaddedCollator`, `gather_rewards`), so
 evaluating an export on its run's held-out pairs reproduces the run's eval.json accuracy; under
 `accelerate launch` each process scores a share and every pair is gathered exactly once. The main
 process then computes `rm.evaluation.metrics` per subset and writes, into `--out`:
@@ -29,7 +29,7 @@ from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.config import DataConfig
-from rm.data.encode import encode_pairs
+from rm.data.encode import encode_kept
 from rm.data.formats.pair import Pair
 from rm.data.load import holdout_split, load_pairs
 from rm.data.report import DataReport
@@ -128,19 +128,14 @@ def evaluate_model(
     reward_model.to(accelerator.device)
     max_length = max_length or default_max_length(model, reward_model)
 
-    # Encoded one by one to know exactly which pairs are kept (training's encoder drops a pair whose
-    # responses alone exceed max_length); each dropped one is listed in eval.json.
+    # Training's encoder, with the position of every pair it keeps (it drops a pair whose responses alone
+    # exceed max_length); each dropped one is listed in eval.json. A kept pair's index is its position among
+    # the kept pairs: how gathering puts the rewards in order.
     names = sorted({p.subset for p in pairs})
-    kept, encoded, dropped, cut = [], [], [], 0
-    for pair in pairs:
-        enc, rep = encode_pairs([pair], tokenizer, max_length, names)
-        cut += rep.prompt_truncated
-        if enc:
-            enc[0].index = len(encoded)  # position among the kept pairs: how gathering puts them in order
-            kept.append(pair)
-            encoded.append(enc[0])
-        else:
-            dropped.append(pair.origin)
+    encoded, rep, positions = encode_kept(pairs, tokenizer, max_length, names)
+    kept = [pairs[k] for k in positions.tolist()]
+    dropped = [pairs[k].origin for k in sorted(set(range(len(pairs))) - set(positions.tolist()))]
+    cut = rep.prompt_truncated
     if not kept:
         raise DataError(f"{data}: no pairs to evaluate ({len(pairs)} loaded, {len(dropped)} too long)")
 

@@ -116,6 +116,12 @@ def encode_text(
     return ScoreSeq(prefix + p, r, truncated=cut)
 
 
+def _order_key(s: ScoreSeq) -> tuple[int, list[int], int]:
+    """Prompt length, prompt ids, response length: ids as a list, since tuples of arrays do not compare."""
+    prompt = s.prompt_ids if isinstance(s.prompt_ids, list) else [int(t) for t in s.prompt_ids]
+    return len(prompt), prompt, len(s.response_ids)
+
+
 @torch.inference_mode()
 def score_seqs(
     model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
@@ -126,9 +132,7 @@ def score_seqs(
     similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
     (a batch boundary can still split such a group; the layout then simply shares less).
     """
-    order = sorted(
-        range(len(seqs)), key=lambda i: (len(seqs[i].prompt_ids), seqs[i].prompt_ids, len(seqs[i].response_ids))
-    )
+    order = sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
     out = [0.0] * len(seqs)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]

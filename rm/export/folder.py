@@ -19,6 +19,7 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,8 @@ class RunData:
     """A run's pairs, encoded as `rm train` encodes them: for normalisation and export-time eval."""
 
     subsets: list[str]
-    train: list[EncodedPair] = field(default_factory=list)
-    eval: list[EncodedPair] = field(default_factory=list)
+    train: Sequence[EncodedPair] = field(default_factory=list)
+    eval: Sequence[EncodedPair] = field(default_factory=list)
 
     @classmethod
     def load(cls, cfg: RunConfig, run_dir: Path, tokenizer: PreTrainedTokenizerBase) -> RunData:

@@ -11,6 +11,8 @@ Rewards come from the same forward pass as training (`RewardModel`, padded rows)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from transformers import PreTrainedModel
 
@@ -23,7 +25,7 @@ from rm.model.reward import RewardModel, pair_rewards
 
 @torch.no_grad()
 def score_encoded(
-    hf: PreTrainedModel, encoded: list[EncodedPair], pad_token_id: int, batch_size: int = 32
+    hf: PreTrainedModel, encoded: Sequence[EncodedPair], pad_token_id: int, batch_size: int = 32
 ) -> dict[str, torch.Tensor]:
     """{"chosen", "rejected", "subset_ids"}, each [pairs], in the order of `encoded`."""
     model = RewardModel(hf).eval()

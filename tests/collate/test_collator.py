@@ -25,9 +25,9 @@ def test_prompt_and_responses_tokenize_the_same_apart_as_together(tokenizer, syn
     assert report.kept == len(pairs) and not report.too_long
     for pair, enc in zip(pairs, encoded, strict=True):
         whole = tokenizer(pair.prompt + pair.chosen, add_special_tokens=False)["input_ids"]
-        assert enc.prompt_ids + enc.chosen_ids == whole
+        assert [*enc.prompt_ids, *enc.chosen_ids] == whole
         whole = tokenizer(pair.prompt + pair.rejected, add_special_tokens=False)["input_ids"]
-        assert enc.prompt_ids + enc.rejected_ids == whole
+        assert [*enc.prompt_ids, *enc.rejected_ids] == whole
 
 
 def conversation(n_turns):
@@ -60,4 +60,4 @@ def test_last_turn_alone_too_long_is_cut_from_the_left(tokenizer, max_length):
     room = max_length - max(len(enc.chosen_ids), len(enc.rejected_ids))
     assert room >= 1 and len(enc.prompt_ids) == room
     full = tokenizer(pair.prompt, add_special_tokens=False)["input_ids"]
-    assert enc.prompt_ids == full[len(full) - room :]
+    assert enc.prompt_ids.tolist() == full[len(full) - room :]

@@ -151,7 +151,7 @@ def test_a_long_japanese_prompt_is_cut_at_a_turn_boundary(ja_tokenizer):
     room = len(ids(last_two)) + max(len(ids(long.chosen)), len(ids(long.rejected)))
     (encoded,), report = encode_pairs([long], ja_tokenizer, room, [long.subset])
     assert ja_tokenizer.decode(encoded.prompt_ids) == last_two
-    assert encoded.chosen_ids == ids(" 0です。") and encoded.rejected_ids == ids(" 5です。")
+    assert encoded.chosen_ids.tolist() == ids(" 0です。") and encoded.rejected_ids.tolist() == ids(" 5です。")
     assert (report.prompt_truncated, report.prompt_cut_inside_turn, report.too_long) == (1, 0, [])
 
 

@@ -1,12 +1,24 @@
-"""Batched tokenization gives exactly what one tokenizer call per text gave: the same ids, the same
-truncations and drops (issue 12), checked on the real HH file against a per-text encoder written here."""
+"""Batched tokenization into Arrow columns gives exactly what one tokenizer call per text into Python lists
+gave: the same ids, the same truncations and drops (issue 12), checked on the real HH file against a
+per-text encoder written here."""
 
+import numpy as np
 import pytest
 
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
-from rm.data.encode import EncodedPair, EncodeReport, _cut_leading_turns, encode_pairs
-from rm.data.load import load_pairs
+from rm.data.encode import (
+    EncodedPair,
+    EncodedSplit,
+    EncodeReport,
+    _cut_leading_turns,
+    encode_kept,
+    encode_pairs,
+    encode_splits,
+    release_texts,
+)
+from rm.data.load import LoadedData, load_pairs
+from rm.data.report import DataReport
 from rm.data.tokenizer import special_prefix, train_bpe
 
 
@@ -48,6 +60,31 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
     want, want_report = one_call_per_text(pairs, tokenizer, 256)
     assert want_report.prompt_truncated > 0 and want_report.too_long  # both paths of fitting are exercised
     assert got_report == want_report
-    assert [(p.prompt_ids, p.chosen_ids, p.rejected_ids, p.index) for p in got] == [
-        (p.prompt_ids, p.chosen_ids, p.rejected_ids, p.index) for p in want
+    assert isinstance(got, EncodedSplit) and len(got) == len(want) > 1024  # more than one record batch
+    assert got.table.column("chosen_ids").num_chunks > 1
+    fields = ("prompt_ids", "chosen_ids", "rejected_ids")
+    for p in (got[0], got[-1]):  # views into the Arrow buffers, not copies
+        assert all(isinstance(getattr(p, f), np.ndarray) and getattr(p, f).dtype == np.int32 for f in fields)
+        assert not p.prompt_ids.flags.writeable
+    assert [(*(getattr(p, f).tolist() for f in fields), p.subset_id, p.margin, p.index) for p in got] == [
+        (*(getattr(p, f) for f in fields), p.subset_id, p.margin, p.index) for p in want
     ]
+    lengths = np.array([[len(getattr(p, f)) for f in fields] for p in want]).T
+    assert all((a == b).all() for a, b in zip(got.lengths(), lengths, strict=True))
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_kept_positions_and_released_texts():
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
+    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
+    split, report, kept = encode_kept(pairs, tokenizer, 200, ["harmless-base"])
+    assert report.too_long and len(kept) == len(split) == report.kept
+    assert [pairs[k].origin for k in kept] == [p.origin for p in pairs if p.origin not in report.too_long]
+    want, _ = one_call_per_text([pairs[k] for k in kept], tokenizer, 200)
+    assert [split[i].chosen_ids.tolist() for i in range(len(split))] == [p.chosen_ids for p in want]
+
+    data = LoadedData(pairs[:200], pairs[200:], DataReport("skip"))
+    train, held = encode_splits(data, tokenizer, 200, ["harmless-base"])
+    release_texts(data)
+    assert data.train == [] and data.eval == [] and "encoding" in data.report.notes
+    assert len(train) + len(held) == len(split) and train[0].chosen_ids.tolist() == want[0].chosen_ids

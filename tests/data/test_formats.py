@@ -133,14 +133,14 @@ def test_the_tokenizers_chat_template_renders_conversations_and_marks_user_turns
     assert pair.turn_starts == (len("<|user|>hi<|end|><|assistant|>hello<|end|>"),)
     (encoded,), report = encode_pairs([pair], chat_tokenizer, 512, [pair.subset])
     assert (
-        encoded.prompt_ids.count(chat_tokenizer.bos_token_id) == 1
+        encoded.prompt_ids.tolist().count(chat_tokenizer.bos_token_id) == 1
         and encoded.prompt_ids[0] == chat_tokenizer.bos_token_id
     )
     # Too long for the whole prompt: it is cut at the second user turn, not inside a message.
     second_turn = chat_tokenizer("<|user|>2+2?<|end|><|assistant|>", add_special_tokens=False)["input_ids"]
     room = 1 + len(second_turn) + max(len(encoded.chosen_ids), len(encoded.rejected_ids))
     (cut,), report = encode_pairs([pair], chat_tokenizer, room, [pair.subset])
-    assert cut.prompt_ids == [chat_tokenizer.bos_token_id] + second_turn
+    assert cut.prompt_ids.tolist() == [chat_tokenizer.bos_token_id] + second_turn
     assert (report.prompt_truncated, report.prompt_cut_inside_turn) == (1, 0)
 
 

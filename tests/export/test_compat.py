@@ -186,7 +186,7 @@ def test_every_way_of_tokenizing_gives_the_ids_rm_trained_on(runs, kind):
     assert len(fitting) >= 5
     for pair, enc in fitting:
         text = pair.prompt + pair.chosen
-        trained = enc.prompt_ids + enc.chosen_ids
+        trained = [*enc.prompt_ids, *enc.chosen_ids]
         assert tok(text)["input_ids"] == trained == tok(text, add_special_tokens=False)["input_ids"]
     if kind == "bos":  # the base tokenizer adds <s>; rm neither trains on it nor exports it
         assert tok.bos_token_id not in trained
