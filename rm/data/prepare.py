@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pyarrow as pa
 from transformers import PreTrainedTokenizerBase
 
 from rm.config import RunConfig
@@ -83,7 +84,7 @@ def cached(cfg: RunConfig, chat_tokenizer: PreTrainedTokenizerBase | None, is_ma
         return loaded
 
     tokenizer = chat_tokenizer or cached_bpe(cfg, root, state, load, is_main)
-    key = cache.digest(state, cache.tokenizer_state(tokenizer), cfg.collator.max_length)
+    key = data_key(cfg, tokenizer)
     name = f"data-{key}"
     entry = cache.find(root, name)
     if entry is not None:
@@ -104,12 +105,63 @@ def cached(cfg: RunConfig, chat_tokenizer: PreTrainedTokenizerBase | None, is_ma
     return data
 
 
+def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
+    """The encoded splits' key: the data's inputs, the tokenizer's serialized state and `collator.max_length`."""
+    state = cache.data_state(cfg.data, Path(cfg.output_dir))
+    return cache.digest(state, cache.tokenizer_state(tokenizer), cfg.collator.max_length)
+
+
 def encoded(cfg: RunConfig, loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, progress: bool) -> Prepared:
     """Both splits tokenized from the loaded pairs (what truncation cost goes into the report)."""
     counts = {"train": subset_counts(loaded.train), "eval": subset_counts(loaded.eval)}
     subsets = sorted(set(counts["train"]) | set(counts["eval"]))
-    train, held = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets, progress)
+    if cfg.data.num_proc > 1:
+        train, held = encode_in_processes(loaded, tokenizer, cfg.collator.max_length, subsets, cfg.data.num_proc)
+    else:
+        train, held = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets, progress)
     return Prepared(tokenizer, train, held, subsets, loaded.report, counts)
+
+
+def _encode_shard(job: tuple) -> tuple:
+    """One process's share: (train table, eval table, its encoding notes)."""
+    train, held, tokenizer, max_length, subsets = job
+    shard = LoadedData(train, held, DataReport())
+    train_set, eval_set = encode_splits(shard, tokenizer, max_length, subsets)
+    return cache.split_to_table(train_set), cache.split_to_table(eval_set), shard.report.notes["encoding"]
+
+
+def _merged(notes: list[dict]) -> dict:
+    """Shards' encoding notes as one split's: counts added, origin lists joined in order."""
+    merged = {}
+    for key, first in notes[0].items():
+        values = [n[key] for n in notes]
+        merged[key] = sum(values) if isinstance(first, int) else [x for v in values for x in v]
+    return merged
+
+
+def encode_in_processes(
+    loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], n: int
+) -> tuple[list[EncodedPair], list[EncodedPair]]:
+    """`encode_splits` over `n` forked processes, each on a contiguous share of both splits: the same pairs,
+    indices and report (data.num_proc). On 2 cores it does not pay: the fast tokenizer's batch call already
+    runs on both, and 2 processes took 18.5 s where one took 12.9 s for 20,000 HH pairs (issue 12)."""
+    import multiprocessing
+
+    def share(pairs: list, i: int) -> list:
+        return pairs[len(pairs) * i // n : len(pairs) * (i + 1) // n]
+
+    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets) for i in range(n)]
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        shards = pool.map(_encode_shard, jobs)
+    splits = []
+    for k in (0, 1):
+        table = pa.concat_tables([s[k] for s in shards])
+        index = pa.array(range(table.num_rows), pa.int64())
+        splits.append(cache.split_from_table(table.set_column(table.schema.get_field_index("index"), "index", index)))
+    notes = loaded.report.notes.setdefault("encoding", {"max_length": max_length})
+    for split in ("train", "eval"):
+        notes[split] = _merged([s[2][split] for s in shards])
+    return splits[0], splits[1]
 
 
 def write_entry(data: Prepared, folder: Path) -> None:
