@@ -28,7 +28,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from rm.config import DataConfig
@@ -197,22 +196,14 @@ def publish(tmp: Path, name: str) -> Path:
 # ---- encoded splits as Arrow tables ----
 
 
-def _ids_array(lists: list[list[int]]) -> pa.Array:
-    lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.fromiter((t for x in lists for t in x), dtype=np.int32, count=int(offsets[-1]))
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
-
-
 def split_to_table(split: Any) -> pa.Table:
     """An encoded split as an Arrow table of SCHEMA (a columnar split's own `.table` as it is)."""
     if hasattr(split, "table"):
         return split.table
     columns = [
-        _ids_array([p.prompt_ids for p in split]),
-        _ids_array([p.chosen_ids for p in split]),
-        _ids_array([p.rejected_ids for p in split]),
+        pa.array([p.prompt_ids for p in split], IDS),
+        pa.array([p.chosen_ids for p in split], IDS),
+        pa.array([p.rejected_ids for p in split], IDS),
         pa.array([p.subset_id for p in split], pa.int32()),
         pa.array([float(p.margin) for p in split], pa.float64()),
         pa.array([p.index for p in split], pa.int64()),
@@ -220,22 +211,12 @@ def split_to_table(split: Any) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
-def _lists(column: pa.ChunkedArray) -> list[list[int]]:
-    """A list<int32> column as Python lists: one bulk conversion, then slices (much faster than to_pylist)."""
-    array = column.combine_chunks()
-    offsets = array.offsets.to_numpy()
-    flat = array.values.to_numpy().tolist()
-    start = int(offsets[0])
-    return [flat[a - start : b - start] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-
-
 def split_from_table(table: pa.Table) -> list[EncodedPair]:
     """The inverse of `split_to_table`."""
     if table.schema != SCHEMA:
         raise ValueError(f"unexpected columns {table.schema.names} (types {table.schema.types})")
-    prompts, chosen, rejected = (_lists(table.column(c)) for c in ("prompt_ids", "chosen_ids", "rejected_ids"))
-    subset, margin, index = (table.column(c).to_pylist() for c in ("subset_id", "margin", "index"))
-    return [EncodedPair(*row) for row in zip(prompts, chosen, rejected, subset, margin, index, strict=True)]
+    columns = [table.column(name).to_pylist() for name in SCHEMA.names]  # faster than slicing one flat list
+    return [EncodedPair(*row) for row in zip(*columns, strict=True)]
 
 
 def write_table(table: pa.Table, path: Path) -> None:
