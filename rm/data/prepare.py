@@ -22,6 +22,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from transformers import PreTrainedTokenizerBase
@@ -56,19 +57,23 @@ def prepare_data(
     chat_tokenizer: PreTrainedTokenizerBase | None,
     first: Callable[[], AbstractContextManager] = nullcontext,
     is_main: bool = True,
+    tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> Prepared:
-    """The run's data and tokenizer; `chat_tokenizer` is the named tokenizer (None: train a BPE)."""
+    """The run's data and tokenizer; `chat_tokenizer` is the named tokenizer (None: train a BPE, unless
+    `tokenizer` gives the one a finished run trained)."""
     if not cfg.data.cache:
         with first():
             loaded = load_data(cfg.data, Path(cfg.output_dir), chat_tokenizer)
         with first():
-            tokenizer = chat_tokenizer or run_bpe(cfg, loaded.train, is_main)
+            tokenizer = tokenizer or chat_tokenizer or run_bpe(cfg, loaded.train, is_main)
         return encoded(cfg, loaded, tokenizer, is_main)
     with first():
-        return cached(cfg, chat_tokenizer, is_main)
+        return cached(cfg, chat_tokenizer, is_main, tokenizer)
 
 
-def cached(cfg: RunConfig, chat_tokenizer: PreTrainedTokenizerBase | None, is_main: bool) -> Prepared:
+def cached(
+    cfg: RunConfig, chat_tokenizer: PreTrainedTokenizerBase | None, is_main: bool, tokenizer: Any = None
+) -> Prepared:
     out, root = Path(cfg.output_dir), cache.cache_root(cfg.data)
     if cfg.data.source == "synthetic" and is_main:  # its files land in the run directory either way
         from rm.data import synthetic
@@ -83,7 +88,7 @@ def cached(cfg: RunConfig, chat_tokenizer: PreTrainedTokenizerBase | None, is_ma
         loaded = loaded or load_data(cfg.data, out, chat_tokenizer)
         return loaded
 
-    tokenizer = chat_tokenizer or cached_bpe(cfg, root, state, load, is_main)
+    tokenizer = tokenizer or chat_tokenizer or cached_bpe(cfg, root, state, load, is_main)
     key = data_key(cfg, tokenizer)
     name = f"data-{key}"
     entry = cache.find(root, name)
