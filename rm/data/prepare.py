@@ -99,6 +99,7 @@ def cached(
             cache.unusable(entry, e)
         else:
             log.info("data: tokenized pairs from cache %s (key %s)", entry, key)
+            replay_encoding_warnings(data.report)
             return data
     data = encoded(cfg, load(), tokenizer, is_main)
     try:
@@ -108,6 +109,20 @@ def cached(
     except OSError as e:
         log.warning("data: tokenized pairs not cached (%s); set data.cache_dir or data.cache=false", e)
     return data
+
+
+def replay_encoding_warnings(report: DataReport) -> None:
+    """What tokenizing warned about (prompts truncated, pairs dropped), said again for a cached run."""
+    encoding = report.notes.get("encoding", {})
+    for split in ("train", "eval"):
+        n = encoding.get(split, {})
+        if n.get("prompt_truncated") or n.get("dropped_too_long"):
+            log.warning(
+                "%s: %d prompts lost leading turns to fit max_length=%d (%d cut inside their last turn); "
+                "%d pairs dropped (responses alone too long), first: %s",
+                split, n["prompt_truncated"], encoding.get("max_length"), n.get("prompt_cut_inside_turn", 0),
+                n["dropped_too_long"], n.get("dropped_too_long_origins", [])[:3],
+            )  # fmt: skip
 
 
 def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
