@@ -70,11 +70,11 @@ def digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def source_state(cfg: DataConfig, output_dir: Path) -> list:
+def source_state(cfg: DataConfig) -> list:
     """What identifies the source's content: each local file's path, size and mtime_ns; the generator's
-    settings and folder for `synthetic` (its records' origins name that folder); the name for a Hub set."""
+    settings for `synthetic` (written afresh into each run directory); the name for a Hub set."""
     if cfg.source == "synthetic":
-        return ["synthetic", asdict(cfg.synthetic), str((output_dir / "data").resolve())]
+        return ["synthetic", asdict(cfg.synthetic)]
     path = Path(cfg.source).expanduser()
     if not path.exists():  # a Hub dataset: its name, splits and subsets are in the DataConfig part of the key
         return ["hub", cfg.source]
@@ -87,10 +87,10 @@ def stat(file: Path) -> tuple[int, int]:
     return s.st_size, s.st_mtime_ns
 
 
-def data_state(cfg: DataConfig, output_dir: Path) -> dict:
+def data_state(cfg: DataConfig) -> dict:
     """Every input of loading: the source and each DataConfig field that changes the pairs."""
     fields = {k: v for k, v in asdict(cfg).items() if k not in NOT_RESULT_FIELDS}
-    return {"source": source_state(cfg, output_dir), "data": fields}
+    return {"source": source_state(cfg), "data": fields}
 
 
 def tokenizer_state(tokenizer: Any) -> list | None:

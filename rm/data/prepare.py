@@ -80,7 +80,7 @@ def cached(
 
         s = cfg.data.synthetic
         synthetic.write_dataset(out / "data", s.n_train, s.n_eval, s.seed)
-    state = cache.data_state(cfg.data, out)
+    state = cache.data_state(cfg.data)
     loaded: LoadedData | None = None
 
     def load() -> LoadedData:
@@ -94,7 +94,7 @@ def cached(
     entry = cache.find(root, name)
     if entry is not None:
         try:
-            data = read_entry(entry, tokenizer)
+            data = read_entry(entry, tokenizer, generated_dir(cfg))
         except Exception as e:  # noqa: BLE001 - any failure to load is a miss: rebuilt below
             cache.unusable(entry, e)
         else:
@@ -104,7 +104,7 @@ def cached(
     data = encoded(cfg, load(), tokenizer, is_main)
     try:
         tmp = cache.new_entry(root, name)
-        write_entry(data, tmp)
+        write_entry(data, tmp, generated_dir(cfg))
         log.info("data: cache written to %s", cache.publish(tmp, name))
     except OSError as e:
         log.warning("data: tokenized pairs not cached (%s); set data.cache_dir or data.cache=false", e)
@@ -127,7 +127,7 @@ def replay_encoding_warnings(report: DataReport) -> None:
 
 def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
     """The encoded splits' key: the data's inputs, the tokenizer's serialized state and `collator.max_length`."""
-    state = cache.data_state(cfg.data, Path(cfg.output_dir))
+    state = cache.data_state(cfg.data)
     return cache.digest(state, cache.tokenizer_state(tokenizer), cfg.collator.max_length)
 
 
@@ -184,15 +184,26 @@ def encode_in_processes(
     return splits[0], splits[1]
 
 
-def write_entry(data: Prepared, folder: Path) -> None:
+HERE = "<rm: this run's generated data>"
+"""Stands for `<output_dir>/data` in a synthetic entry's report (the file:line origins of dropped pairs), so
+one entry serves every run directory with the same generator settings (a sweep's trials)."""
+
+
+def generated_dir(cfg: RunConfig) -> str | None:
+    """Where `load_data` writes the synthetic source, as its origins spell it in JSON (None: another source)."""
+    return json.dumps(str(Path(cfg.output_dir) / "data"))[1:-1] if cfg.data.source == "synthetic" else None
+
+
+def write_entry(data: Prepared, folder: Path, here: str | None = None) -> None:
     cache.write_table(cache.split_to_table(data.train), folder / "train.arrow")
     cache.write_table(cache.split_to_table(data.eval), folder / "eval.arrow")
-    meta = {"subsets": data.subsets, "loaded": data.loaded, "report": asdict(data.report)}
-    (folder / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+    meta = json.dumps({"subsets": data.subsets, "loaded": data.loaded, "report": asdict(data.report)})
+    (folder / "meta.json").write_text(meta.replace(here, HERE) if here else meta)
 
 
-def read_entry(folder: Path, tokenizer: PreTrainedTokenizerBase) -> Prepared:
-    meta = json.loads((folder / "meta.json").read_text())
+def read_entry(folder: Path, tokenizer: PreTrainedTokenizerBase, here: str | None = None) -> Prepared:
+    meta = (folder / "meta.json").read_text()
+    meta = json.loads(meta.replace(HERE, here) if here else meta)
     report = meta["report"]
     report["skipped"] = [BadRecord(**b) for b in report["skipped"]]
     report["repaired"] = [BadRecord(**b) for b in report["repaired"]]

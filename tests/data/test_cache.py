@@ -79,6 +79,27 @@ def test_cached_equals_uncached_and_reads_no_source(tmp_path, tokenizer, monkeyp
     assert report_files(built, tmp_path / "b") == want and report_files(reused, tmp_path / "c") == want
 
 
+def test_one_synthetic_entry_serves_every_run_directory(tmp_path, tokenizer, caplog):
+    """Generated data lands in each run directory, so the report's origins name it: stored with a stand-in."""
+
+    def synthetic(run: str, **changes) -> RunConfig:
+        cfg = build(RunConfig, {"output_dir": str(tmp_path / run), "data": {"synthetic": {"n_train": 60}}}, "test")
+        cfg.data.cache_dir, cfg.collator.max_length = str(tmp_path / "cache"), 22
+        for key, value in changes.items():
+            setattr(cfg.data, key, value)
+        return cfg
+
+    prepare_data(synthetic("a"), tokenizer)
+    caplog.set_level(logging.INFO, logger="rm")
+    reused = prepare_data(synthetic("b"), tokenizer)
+    assert "from cache" in caplog.text
+    plain = prepare_data(synthetic("b", cache=False), tokenizer)
+    dropped = plain.report.notes["encoding"]["train"]["dropped_too_long_origins"]
+    assert dropped and all(o.startswith(str(tmp_path / "b" / "data")) for o in dropped)
+    assert report_files(reused, tmp_path / "x") == report_files(plain, tmp_path / "y")
+    assert rows(reused.train) == rows(plain.train) and (tmp_path / "b" / "data").is_dir()
+
+
 def test_tokenizing_in_processes_gives_the_same_data(tmp_path, tokenizer):
     one = prepare_data(config(tmp_path, data__cache=False), tokenizer)
     three = prepare_data(config(tmp_path, data__cache=False, data__num_proc=3), tokenizer)
