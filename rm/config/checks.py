@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
-NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
+NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
