@@ -164,7 +164,7 @@ def encode_in_processes(
 ) -> tuple[list[EncodedPair], list[EncodedPair]]:
     """`encode_splits` over `n` forked processes, each on a contiguous share of both splits: the same pairs,
     indices and report (data.num_proc). On 2 cores it does not pay: the fast tokenizer's batch call already
-    runs on both, and 2 processes took 18.5 s where one took 12.9 s for 20,000 HH pairs (issue 12)."""
+    runs on both, and 2 processes took 12.9 and 9.0 s where one took 10.3 and 8.2 s for 20,000 HH pairs (issue 12)."""
     import multiprocessing
 
     def share(pairs: list, i: int) -> list:
