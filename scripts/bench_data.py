@@ -2,12 +2,14 @@
 
     python scripts/make_scale_data.py /tmp/hh-scale          # 160,000 train + 8,000 test pairs
     python scripts/bench_data.py /tmp/hh-scale                # a 2-step run: prints its figures
+    python scripts/bench_data.py /tmp/hh-scale --runs 2       # run 1 cold, run 2 from the tokenized-data cache
     python scripts/bench_data.py /tmp/hh-scale --rm ../main   # the same with another checkout's rm (before/after)
 
 Each run is a fresh process (`rm train` in-process there, with a hook on the first micro-batch): a
 random-init model, a BPE trained on the training texts, `collator.max_tokens` batches. "first step"
 is the seconds from the start of `main()` to the first micro-batch (loading, tokenizer, tokenizing,
 the batch plan); "run" is the whole run with its final eval; peak RSS is the child's, from wait4.
+The runs share a tokenized-data cache in a temporary folder, so the first is cold and the next ones read it.
 Nothing here is a test: figures go in the README with this command.
 """
 
@@ -36,6 +38,8 @@ print(f"FIRST {first[0]:.1f} RUN {time.perf_counter() - t0:.1f}")
 
 def run(checkout: Path, data: Path, out: Path, extra: list[str]) -> tuple[str, float]:
     overrides = [f"data.source={data}", f"output_dir={out}", "model.random_init.hidden_size=64"]
+    if (checkout / "rm" / "data" / "cache.py").is_file():  # a fresh cache per benchmark: run 1 cold, then cached
+        overrides += [f"data.cache_dir={out.parent / 'cache'}"]
     overrides += ["model.random_init.num_hidden_layers=1", "model.random_init.intermediate_size=128"]
     overrides += ["model.random_init.num_attention_heads=4", "model.random_init.max_position_embeddings=512"]
     overrides += ["tokenizer.vocab_size=8000", "collator.max_length=512", "collator.max_tokens=8192"]

@@ -1,13 +1,20 @@
 """Offline by construction: nothing in the suite may wait on a network that is not there."""
 
+import atexit
 import os
 import random
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+# The tokenized-data cache's default home (rm/data/cache.py): a folder of this session, never the user's
+# ~/.cache, and inherited by the processes the tests launch. Tests of the cache itself set data.cache_dir.
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="rm-tests-hf-datasets-")
+atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], True)
 
 from pathlib import Path  # noqa: E402
 

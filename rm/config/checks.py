@@ -9,7 +9,18 @@ from typing import Any
 
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
+NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs")
 POSITIVE = ("train.log_steps",)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "collator.layout": ("auto", "shared", "packed", "padded"),
+    "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team"),
+    "data.on_bad_record": ("error", "skip"),
+    "data.chat_template": ("auto", "tokenizer", "hh"),
+    "train.scheduler": ("cosine", "linear", "constant"),
+    "train.mixed_precision": ("", "no", "bf16", "fp16", "auto"),
+}
+"""Allowed values of the string fields of a run config."""
 TRACKERS = ("tensorboard", "wandb", "trackio", "aim", "comet_ml", "mlflow", "clearml", "dvclive", "swanlab", "all")
 """accelerate's tracker names (accelerate.utils.LoggerType), here so a config is checked without importing it."""
 

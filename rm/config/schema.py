@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rm.config.checks import choice_problems, get_dotted, run_problems
+from rm.config.checks import CHOICES, choice_problems, get_dotted, run_problems
 from rm.errors import ConfigError
 
 
@@ -80,6 +80,8 @@ class TokenizerConfig:
     """Hub name or path; empty means `model.name_or_path`, or a BPE trained on the training data for a random model."""
     vocab_size: int = 2048
     """Vocabulary size of a tokenizer trained on the fly."""
+    train_pairs: int = 20000
+    """Training pairs (a seeded sample) a tokenizer trained on the fly learns from; 0: all (160k HH pairs: 43 s)."""
 
 
 @dataclass
@@ -144,6 +146,12 @@ class DataConfig:
     """Use at most this many eval pairs (0: all)."""
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     """Settings of the generated data (used when `source` is `synthetic`)."""
+    cache: bool = True
+    """Keep the tokenized splits in `cache_dir`, so a run with the same data, tokenizer and options skips tokenizing."""
+    cache_dir: str = ""
+    """Tokenized-data cache; empty: $HF_DATASETS_CACHE/rm-tokenized, else ~/.cache/huggingface/datasets/rm-tokenized."""
+    num_proc: int = 0
+    """Processes tokenizing the splits (0 or 1: this one; the fast tokenizer already uses every core for its part)."""
 
 
 @dataclass
@@ -259,17 +267,6 @@ class RunConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
-
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "model.dtype": ("float32", "bfloat16", "float16"),
-    "collator.layout": ("auto", "shared", "packed", "padded"),
-    "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team"),
-    "data.on_bad_record": ("error", "skip"),
-    "data.chat_template": ("auto", "tokenizer", "hh"),
-    "train.scheduler": ("cosine", "linear", "constant"),
-    "train.mixed_precision": ("", "no", "bf16", "fp16", "auto"),
-}
 
 
 def validate(cfg: RunConfig) -> None:

@@ -20,15 +20,15 @@ import logging
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, save_config
-from rm.data.encode import EncodedPair, encode_pairs
-from rm.data.load import load_splits, subset_counts
+from rm.data.encode import EncodedPair
+from rm.data.prepare import prepare_data
 from rm.errors import ExportError
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
@@ -53,13 +53,12 @@ class RunData:
 
     @classmethod
     def load(cls, cfg: RunConfig, run_dir: Path, tokenizer: PreTrainedTokenizerBase) -> RunData:
-        train, held = load_splits(cfg.data, run_dir)
-        subsets = sorted(set(subset_counts(train)) | set(subset_counts(held)))
-        return cls(
-            subsets,
-            encode_pairs(train, tokenizer, cfg.collator.max_length, subsets)[0],
-            encode_pairs(held, tokenizer, cfg.collator.max_length, subsets)[0],
-        )
+        """As `rm train` prepared them (a named tokenizer rendering message lists): from the tokenized-data
+        cache when the run left its entry there, so an export reads no source text either."""
+        named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
+        run_cfg = replace(cfg, output_dir=str(run_dir))  # a moved run directory: its data/ is here now
+        data = prepare_data(run_cfg, tokenizer if named else None, tokenizer=tokenizer)
+        return cls(data.subsets, data.train, data.eval)
 
 
 def merged(model: torch.nn.Module) -> tuple[PreTrainedModel, dict | None]:

@@ -12,7 +12,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,9 +25,8 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
-from rm.data.encode import EncodedPair, encode_splits
-from rm.data.load import LoadedData, load_data, subset_counts
-from rm.data.tokenizer import load_tokenizer, train_bpe, training_tokenizer
+from rm.data.prepare import Prepared, prepare_data
+from rm.data.tokenizer import training_tokenizer
 from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import json_safe
@@ -57,17 +55,6 @@ log = logging.getLogger("rm")
 
 COLLATORS = {"shared": SharedCollator, "packed": PackedCollator}
 SCHEDULERS = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
-
-
-@dataclass
-class Encoded:
-    """The run's data, tokenized: what the model set-up and the loaders need."""
-
-    loaded: LoadedData
-    tokenizer: PreTrainedTokenizerBase
-    train: list[EncodedPair]
-    eval: list[EncodedPair]
-    subsets: list[str]
 
 
 def main(
@@ -120,46 +107,34 @@ def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
     return accelerator, resume_from
 
 
-def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Encoded:
-    """Pairs loaded (generated data written by the main process first), the tokenizer, both splits encoded."""
+def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
+    """Pairs loaded, the tokenizer, both splits encoded: by the main process first, from the tokenized-data
+    cache if it has them (rm/data/prepare.py), the other processes then reading what it stored."""
     out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
         chat_tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
-    with accelerator.main_process_first():
-        loaded = load_data(cfg.data, out, chat_tokenizer)
-    subsets = sorted(set(subset_counts(loaded.train)) | set(subset_counts(loaded.eval)))
-    log.info("data: %d train pairs %s, %d eval pairs", len(loaded.train), subset_counts(loaded.train), len(loaded.eval))
-    tokenizer = chat_tokenizer or trained_tokenizer(cfg, loaded, accelerator)
-    progress = accelerator.is_main_process
-    train_set, eval_set = encode_splits(loaded, tokenizer, cfg.collator.max_length, subsets, progress)
-    for line in loaded.report.describe():
+    data = prepare_data(cfg, chat_tokenizer, accelerator.main_process_first, accelerator.is_main_process)
+    train, held = data.loaded["train"], data.loaded["eval"]
+    log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
+    for line in data.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
-        loaded.report.write(out)  # data_report.json and skipped.jsonl
-    check_not_empty(cfg, loaded, train_set, eval_set)
-    return Encoded(loaded, tokenizer, train_set, eval_set, subsets)
+        data.report.write(out)  # data_report.json and skipped.jsonl
+    check_not_empty(cfg, data)
+    return data
 
 
-def check_not_empty(cfg: RunConfig, loaded: LoadedData, train_set: list, eval_set: list) -> None:
+def check_not_empty(cfg: RunConfig, data: Prepared) -> None:
     """Nothing to train or nothing to evaluate is an error, not a run that "succeeds" with `nan, n=0`."""
-    for name, pairs, encoded in (("training", loaded.train, train_set), ("eval", loaded.eval, eval_set)):
-        if not encoded:
+    for name, split, encoded in (("training", "train", data.train), ("eval", "eval", data.eval)):
+        if not len(encoded):
             raise DataError(
-                f"no {name} pairs left after encoding ({len(pairs)} loaded, all dropped because their responses "
-                f"alone exceed collator.max_length={cfg.collator.max_length} tokens): raise collator.max_length"
+                f"no {name} pairs left after encoding ({sum(data.loaded[split].values())} loaded, all dropped because "
+                f"their responses alone exceed collator.max_length={cfg.collator.max_length} tokens): raise "
+                "collator.max_length"
             )
-
-
-def trained_tokenizer(cfg: RunConfig, loaded: LoadedData, accelerator: Accelerator) -> PreTrainedTokenizerBase:
-    """A BPE trained on the training texts (once, on the main process) for a random-init model."""
-    folder = Path(cfg.output_dir) / "tokenizer"
-    with accelerator.main_process_first():
-        if accelerator.is_main_process:
-            texts = [t for p in loaded.train for t in (p.prompt, p.chosen, p.rejected)]
-            train_bpe(texts, cfg.tokenizer.vocab_size).save_pretrained(folder)
-        return load_tokenizer(str(folder))
 
 
 def build_reward_model(
@@ -186,7 +161,7 @@ def build_reward_model(
 
 
 def prepare(
-    cfg: RunConfig, accelerator: Accelerator, data: Encoded, model: RewardModel, layout: str, resume_from: Path | None
+    cfg: RunConfig, accelerator: Accelerator, data: Prepared, model: RewardModel, layout: str, resume_from: Path | None
 ) -> Run:
     """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's
     state, restored if resuming.
@@ -250,7 +225,7 @@ def stopped(run: Run, info: dict) -> dict:
     return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
 
 
-def finish(run: Run, data: Encoded, new_model: Callable[[], RewardModel], info: dict) -> dict:
+def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info: dict) -> dict:
     """The final eval on every process; eval.json, the export and the summary table from the main process."""
     cfg, accelerator, out = run.cfg, run.accelerator, Path(run.cfg.output_dir)
     with explain_oom(cfg, "evaluation"):

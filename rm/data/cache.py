@@ -1,0 +1,208 @@
+"""Tokenized data on disk, keyed by everything that changes it, so a second run skips reading, parsing and
+tokenizing (issue 12).
+
+An entry is a folder `<cache_dir>/<kind>-<key>`: the encoded splits as Arrow IPC files (memory-mapped on
+reading, so every process of a machine shares the same pages), and JSON for the rest (`rm/data/prepare.py`
+says what). It is written as `<kind>-<key>.tmp-<pid>-<random>`, closed with a marker file holding the size
+and CRC-32 of every other file, and renamed into place in one `os.rename`: a reader sees a whole entry or
+none. A reader checks the marker against the files and treats a mismatch (a process killed while
+copying, a truncated or edited file) as a miss: the entry is moved aside and rebuilt. Of two processes
+building one key at once, the first rename wins; the other discards its copy and reads the winner's.
+
+Plain pyarrow IPC files rather than `datasets.save_to_disk`: one file per split that this module writes,
+checks and renames itself, without the extra state files `datasets` keeps or its 0.8 s import. The files
+are in the Arrow stream format `datasets` uses, so `datasets.Dataset.from_file(path)` opens them too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+import zlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from rm.config import DataConfig
+from rm.data.store import SCHEMA, EncodedSplit, record_batch
+
+log = logging.getLogger("rm")
+
+VERSION = 1
+"""Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read."""
+MARKER = "complete.json"
+STALE_TMP_S = 3600
+"""A temporary folder older than this belongs to a process that died: removed by the next build."""
+NOT_RESULT_FIELDS = ("cache", "cache_dir", "num_proc", "synthetic")
+"""DataConfig fields that do not change the data (synthetic is keyed only for the synthetic source)."""
+
+
+def cache_root(cfg: DataConfig) -> Path:
+    """`data.cache_dir`, else `$HF_DATASETS_CACHE/rm-tokenized`, else `~/.cache/huggingface/datasets/rm-tokenized`."""
+    if cfg.cache_dir:
+        return Path(cfg.cache_dir).expanduser()
+    base = os.environ.get("HF_DATASETS_CACHE")
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "huggingface" / "datasets") / "rm-tokenized"
+
+
+def digest(*parts: Any) -> str:
+    """A short, stable hash of JSON-able parts (dict keys sorted)."""
+    text = json.dumps([VERSION, *parts], sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def source_state(cfg: DataConfig) -> list:
+    """What identifies the source's content: each local file's path, size and mtime_ns; the generator's
+    settings for `synthetic` (written afresh into each run directory); the name for a Hub set."""
+    if cfg.source == "synthetic":
+        return ["synthetic", asdict(cfg.synthetic)]
+    path = Path(cfg.source).expanduser()
+    if not path.exists():  # a Hub dataset: its name, splits and subsets are in the DataConfig part of the key
+        return ["hub", cfg.source]
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return [str(path.resolve())] + [[str(f.relative_to(path)), *stat(f)] for f in files]
+
+
+def stat(file: Path) -> tuple[int, int]:
+    s = file.stat()
+    return s.st_size, s.st_mtime_ns
+
+
+def data_state(cfg: DataConfig) -> dict:
+    """Every input of loading: the source and each DataConfig field that changes the pairs."""
+    fields = {k: v for k, v in asdict(cfg).items() if k not in NOT_RESULT_FIELDS}
+    return {"source": source_state(cfg), "data": fields}
+
+
+def tokenizer_state(tokenizer: Any) -> list | None:
+    """The tokenizer's serialized state: its vocabulary, merges, normalizer, pre- and post-processor (the
+    fast tokenizer's JSON), special tokens and chat template."""
+    if tokenizer is None:
+        return None
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else sorted(tokenizer.get_vocab().items())
+    specials = {k: str(v) for k, v in getattr(tokenizer, "special_tokens_map", {}).items()}
+    return [type(tokenizer).__name__, body, specials, getattr(tokenizer, "chat_template", None)]
+
+
+# ---- entries: written whole or not at all ----
+
+
+def file_crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 23):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def problem(entry: Path) -> str | None:
+    """Why `entry` must not be read (no marker, a file missing, of another size or checksum), or None."""
+    try:
+        expected = json.loads((entry / MARKER).read_text())["files"]
+    except FileNotFoundError:
+        return "no completion marker"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"unreadable completion marker ({e})"
+    for name, (size, crc) in expected.items():
+        file = entry / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != size:
+            return f"{name} has {file.stat().st_size} bytes, {size} written"
+        if file_crc(file) != crc:
+            return f"{name} does not match its checksum"
+    return None
+
+
+def discard(entry: Path) -> None:
+    """Move the folder aside (one rename, so no reader sees it half deleted), then delete it."""
+    aside = entry.with_name(f"{entry.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        entry.rename(aside)
+    except OSError:
+        return  # already gone: another process discarded or replaced it
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def find(root: Path, name: str) -> Path | None:
+    """The complete entry `root/name`, or None; a damaged one is discarded with a warning saying why."""
+    entry = root / name
+    if not entry.is_dir():
+        return None
+    why = problem(entry)
+    if why is None:
+        return entry
+    log.warning("data: cache %s unusable (%s): rebuilding it", entry, why)
+    discard(entry)
+    return None
+
+
+def unusable(entry: Path, error: Exception) -> None:
+    """An entry that passed its checks but failed to load (written by an incompatible rm): rebuilt."""
+    log.warning("data: cache %s unusable (%s: %s): rebuilding it", entry, type(error).__name__, error)
+    discard(entry)
+
+
+def new_entry(root: Path, name: str) -> Path:
+    """A fresh temporary folder for entry `name` (readers never look at it); stale ones are cleaned first."""
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.glob("*.tmp-*"):
+        try:
+            if time.time() - old.stat().st_mtime > STALE_TMP_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass  # another process removed it first
+    tmp = root / f"{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    return tmp
+
+
+def publish(tmp: Path, name: str) -> Path:
+    """Mark `tmp` complete and rename it to `name`; if another process got there first, use its entry."""
+    files = {str(p.relative_to(tmp)): [p.stat().st_size, file_crc(p)] for p in sorted(tmp.rglob("*")) if p.is_file()}
+    (tmp / MARKER).write_text(json.dumps({"version": VERSION, "files": files}, indent=1))
+    final = tmp.parent / name
+    for _ in range(2):
+        try:
+            tmp.rename(final)  # atomic; fails on a non-empty folder already there
+            return final
+        except OSError:
+            if find(tmp.parent, name) is not None:  # the winner's entry is whole: ours is not needed
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final
+    raise OSError(f"cannot rename {tmp} to {final}")
+
+
+# ---- encoded splits as Arrow tables ----
+
+
+def split_to_table(split: Any) -> pa.Table:
+    """An encoded split as an Arrow table of SCHEMA (a columnar split's own `.table` as it is)."""
+    if hasattr(split, "table"):
+        return split.table
+    return pa.Table.from_batches([record_batch(split)], schema=SCHEMA)
+
+
+def split_from_table(table: pa.Table) -> EncodedSplit:
+    """The inverse of `split_to_table`: the pairs read in place from the (memory-mapped) table, no copy."""
+    if table.schema != SCHEMA:
+        raise ValueError(f"unexpected columns {table.schema.names} (types {table.schema.types})")
+    return EncodedSplit.from_table(table)
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def read_table(path: Path) -> pa.Table:
+    """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
+    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
