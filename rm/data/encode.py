@@ -12,11 +12,12 @@ import ctypes
 import gc
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, TokenizersBackend
 
 from rm.data.formats.hh import HUMAN
 from rm.data.formats.pair import Pair
@@ -59,6 +60,35 @@ def _cut_leading_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) 
     return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
 
 
+def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[Callable[[list[str]], list], bool]:
+    """texts -> their ids without special tokens, as `tokenizer(texts, add_special_tokens=False)["input_ids"]`
+    gives them; and whether that is the direct call below.
+
+    For a plain fast tokenizer this calls the Rust tokenizer's `encode_batch_fast` directly: the same ids,
+    without transformers turning every encoding into a dict of lists (15% of the tokenizing time on
+    160,000 HH pairs, issue 12) or computing offsets. Tokenizers whose class changes how text is encoded,
+    or whose backend would truncate or pad, go through transformers' call, and `encode_kept` checks the
+    two agree on its first chunk before trusting the direct one.
+    """
+
+    def through_transformers(texts: list[str]) -> list[list[int]]:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+    backend = getattr(tokenizer, "_tokenizer", None)
+    cls = type(tokenizer)
+    plain = cls._encode_plus is TokenizersBackend._encode_plus and cls.__call__ is PreTrainedTokenizerBase.__call__
+    if not (direct and plain and hasattr(backend, "encode_batch_fast")):
+        return through_transformers, False
+
+    def rust(texts: list[str]) -> list[list[int]]:
+        settled = backend.truncation is None and backend.padding is None
+        if not settled or backend.encode_special_tokens != bool(tokenizer.split_special_tokens):
+            return through_transformers(texts)
+        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)] if texts else []
+
+    return rust, True
+
+
 CHUNK = 1024
 """Pairs per batched tokenizer call: a fast tokenizer's batch call costs a fraction of one call per text
 (20,000 HH pairs took 61,229 single-text calls at about 250 us each, issue 12)."""
@@ -77,8 +107,7 @@ def encode_kept(
     report = EncodeReport()
     batches, positions = [], []
 
-    def ids(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    many, direct = batch_ids(tokenizer)
 
     def fit(pair: Pair, prompt: list[int], chosen: list[int], rejected: list[int]) -> list[int] | None:
         """The prompt ids that fit beside the responses, or None when the responses alone do not fit."""
@@ -88,8 +117,8 @@ def encode_kept(
             return None
         if len(prompt) > room:
             report.prompt_truncated += 1
-            for shorter in _cut_leading_turns(pair.prompt, pair.turn_starts):
-                prompt = ids(shorter)
+            # The shorter prompts in one batched call; the longest one that fits is kept, as before.
+            for prompt in many(_cut_leading_turns(pair.prompt, pair.turn_starts)):
                 if len(prompt) <= room:
                     break
             if len(prompt) > room:  # even the last turn alone is too long: keep its newest tokens
@@ -103,7 +132,12 @@ def encode_kept(
     for start in range(0, len(pairs), CHUNK):
         chunk = pairs[start : start + CHUNK]
         texts = [t for p in chunk for t in (p.prompt, p.chosen, p.rejected)]
-        encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        encoded = many(texts)
+        if start == 0 and direct:
+            many_checked, _ = batch_ids(tokenizer, direct=False)
+            checked = many_checked(texts)
+            if checked != encoded:  # the direct call disagrees for this tokenizer: transformers' call from here on
+                many, encoded = many_checked, checked
         fitted = []  # this chunk's pairs as lists, gone once they are an Arrow record batch
         for k, pair in enumerate(chunk):
             prompt, chosen, rejected = encoded[3 * k : 3 * k + 3]

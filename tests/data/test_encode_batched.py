@@ -5,6 +5,7 @@ per-text encoder written here."""
 import numpy as np
 import pytest
 
+import rm.data.encode as encode
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
 from rm.data.encode import (
@@ -12,6 +13,7 @@ from rm.data.encode import (
     EncodedSplit,
     EncodeReport,
     _cut_leading_turns,
+    batch_ids,
     encode_kept,
     encode_pairs,
     encode_splits,
@@ -88,3 +90,40 @@ def test_kept_positions_and_released_texts():
     release_texts(data)
     assert data.train == [] and data.eval == [] and "encoding" in data.report.notes
     assert len(train) + len(held) == len(split) and train[0].chosen_ids.tolist() == want[0].chosen_ids
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_direct_rust_call_gives_transformers_ids_and_steps_aside_when_it_would_not():
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:400]
+    texts = [t for p in pairs for t in (p.prompt, p.chosen, p.rejected)]
+    tokenizer = train_bpe(texts[:600], 1000)
+    want = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    many, direct = batch_ids(tokenizer)
+    assert direct and many(texts) == want
+    # A backend left truncating (a tokenizer.json saved with truncation on): transformers turns it off per call.
+    tokenizer.backend_tokenizer.enable_truncation(8)
+    assert many(texts) == want
+    tokenizer.backend_tokenizer.no_truncation()
+
+    class Custom(type(tokenizer)):  # a class that changes how text is encoded is never bypassed
+        def _encode_plus(self, *args, **kwargs):
+            return super()._encode_plus(*args, **kwargs)
+
+    assert batch_ids(Custom(tokenizer_object=tokenizer.backend_tokenizer))[1] is False
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_encoding_falls_back_when_the_direct_call_disagrees_on_the_first_chunk(monkeypatch):
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
+    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
+    want, want_report = one_call_per_text(pairs, tokenizer, 200)
+    real = encode.batch_ids
+
+    def disagreeing(tok, direct=True):  # a direct call off by one id, as a tokenizer class with its own steps
+        many, _ = real(tok, direct=False)
+        return ((lambda texts: [[i + 1 for i in ids] for ids in many(texts)]), True) if direct else (many, False)
+
+    monkeypatch.setattr(encode, "batch_ids", disagreeing)
+    got, report = encode_pairs(pairs, tokenizer, 200, ["harmless-base"])
+    assert report == want_report
+    assert [p.prompt_ids.tolist() + p.chosen_ids.tolist() for p in got] == [p.prompt_ids + p.chosen_ids for p in want]
