@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, TokenizersBackend
 
@@ -211,6 +212,7 @@ def release_texts(data: LoadedData) -> None:
     """
     data.train, data.eval = [], []
     gc.collect()
+    pa.default_memory_pool().release_unused()  # Arrow's own allocator keeps freed tables' pages otherwise
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6").malloc_trim(0)

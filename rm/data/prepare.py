@@ -107,7 +107,12 @@ def cached(
     try:
         tmp = cache.new_entry(root, name)
         write_entry(data, tmp, generated_dir(cfg))
-        log.info("data: cache written to %s", cache.publish(tmp, name))
+        entry = cache.publish(tmp, name)
+        log.info("data: cache written to %s", entry)
+        # From here on the splits are the entry's memory-mapped files, as in a cached run: the heap copy
+        # goes (140 MiB for 160,000 HH pairs) and only the pages training touches are resident.
+        mapped = read_entry(entry, tokenizer, generated_dir(cfg))
+        data.train, data.eval = mapped.train, mapped.eval
     except OSError as e:
         log.warning("data: tokenized pairs not cached (%s); set data.cache_dir or data.cache=false", e)
     release_texts(load())  # training reads only the ids from here on

@@ -149,14 +149,14 @@ def damage(entry: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["truncated", "flipped", "no marker"])
 def test_a_damaged_entry_is_rebuilt_not_read(tmp_path, tokenizer, caplog, how):
     cfg = config(tmp_path)
-    want = prepare_data(cfg, tokenizer)
+    want = rows(prepare_data(cfg, tokenizer).train)  # read now: the pairs are views of the file damaged below
     [entry] = entries(cfg)
     damage(entry, how)
     caplog.set_level(logging.INFO, logger="rm")
     got = prepare_data(cfg, tokenizer)
     assert f"data: cache {entry} unusable" in caplog.text and "data: cache written to" in caplog.text
     assert "from cache" not in caplog.text
-    assert rows(got.train) == rows(want.train)
+    assert rows(got.train) == want
     assert entries(cfg) == [entry] and cache.problem(entry) is None
     assert not list(Path(cfg.data.cache_dir).glob("*.tmp-*"))  # the damaged copy was removed
 
@@ -241,3 +241,18 @@ def test_two_processes_building_one_key_at_once(tmp_path, tokenizer):
     assert len(digests) == 1
     [entry] = entries(cfg)
     assert cache.problem(entry) is None and not list(entry.parent.glob("*.tmp-*"))
+
+
+def test_a_cold_run_trains_from_the_mapped_entry_it_wrote(tmp_path, tokenizer):
+    """Once written, the entry's files replace the heap copy: cold and cached runs hold the same memory."""
+    data = prepare_data(config(tmp_path), tokenizer)
+    [entry] = entries(config(tmp_path))
+    path = str((entry / "train.arrow").resolve())
+    spans = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[5] == path:
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            spans.append((lo, hi))
+    ids = data.train.table.column("prompt_ids").chunk(0).buffers()[-1]  # the list's values
+    assert spans and any(lo <= ids.address < hi for lo, hi in spans)
