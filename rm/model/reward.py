@@ -10,6 +10,9 @@ and applies the score head to those positions only.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -87,6 +90,8 @@ class RewardModel(nn.Module):
             attention_mask = self._shared_mask(pair_ids, segment_ids, position_ids)
         backbone = transformers_model(self.hf).base_model  # LlamaModel etc.: hidden states, no head
         extra = {} if position_ids is None else {"position_ids": position_ids}  # Mamba takes none
+        if takes_use_cache(type(backbone)):  # a reward is one forward: no key/value cache of every layer at once
+            extra["use_cache"] = False
         out = backbone(input_ids=input_ids, attention_mask=attention_mask, **extra)
         hidden = out.last_hidden_state  # [rows, T, H]
         if reward_index is None:
@@ -109,6 +114,12 @@ class RewardModel(nn.Module):
                 mask = mask & masks.position_mask(position_ids, rule)
             built[kind] = mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
         return built[None] if None in built else built
+
+
+@functools.cache
+def takes_use_cache(cls: type) -> bool:
+    """Whether the backbone's forward has a `use_cache` argument (decoders do; a few architectures do not)."""
+    return "use_cache" in inspect.signature(cls.forward).parameters
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -79,3 +79,29 @@ def test_a_causal_lm_checkpoint_loads_by_path_with_a_fresh_score_head(tokenizer,
     for name, tensor in lm.model.state_dict().items():
         assert torch.equal(model.model.state_dict()[name], tensor), name
     assert model.score.weight.shape == (1, 32)
+
+
+def test_rewards_are_computed_without_a_key_value_cache(tokenizer):
+    """An eval batch would otherwise hold every layer's keys and values at once (8 layers, 16,000 tokens: the
+    peak went from 617 to 336 MiB); the rewards are the same either way."""
+    from rm.model.reward import takes_use_cache, transformers_model
+
+    model = RewardModel(tiny_model(tokenizer))
+    backbone = transformers_model(model.hf).base_model
+    seen = []
+    hook = backbone.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("use_cache")), with_kwargs=True)
+    batch = PaddedCollator(tokenizer.pad_token_id)([EncodedPair([5, 6, 7], [8, 9], [10], 0, index=0)])
+    with torch.no_grad():
+        got = pair_rewards(model, batch)
+        hook.remove()
+        ids = torch.tensor([[5, 6, 7, 8, 9]])
+        cached = backbone(input_ids=ids, use_cache=True)
+        want = transformers_model(model.hf).score(cached.last_hidden_state[:, -1]).squeeze(-1)
+    assert seen == [False] and cached.past_key_values is not None
+    assert got[0].item() == pytest.approx(want.item(), abs=1e-6)
+
+    class NoCache(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None):
+            return input_ids
+
+    assert takes_use_cache(type(backbone)) and not takes_use_cache(NoCache)
