@@ -34,6 +34,7 @@ __all__ = [
     "encode_pairs",
     "encode_splits",
     "release_texts",
+    "trim_heap",
 ]
 
 log = logging.getLogger("rm")
@@ -213,6 +214,11 @@ def release_texts(data: LoadedData) -> None:
     data.train, data.eval = [], []
     gc.collect()
     pa.default_memory_pool().release_unused()  # Arrow's own allocator keeps freed tables' pages otherwise
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's `malloc_trim`; elsewhere nothing happens)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6").malloc_trim(0)

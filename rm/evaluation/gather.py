@@ -15,8 +15,14 @@ from accelerate.utils import send_to_device
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from rm.data.encode import trim_heap
 from rm.evaluation.summary import summarize_by_subset
 from rm.model.reward import pair_rewards
+
+TRIM_EVERY = 4
+"""On the CPU, eval batches of ever different shapes leave glibc's heap fragmented and growing: an 8,000-pair
+eval in 16,384-token batches took RSS from 913 to 1,141 MiB (issue 12). Trimming every 4 batches kept the
+eval's peak 91 MiB lower for 6% more eval time on that 1-layer model (every batch: 105 MiB, 31%)."""
 
 
 @torch.no_grad()
@@ -35,7 +41,9 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     interval = 0.1 if sys.stderr.isatty() else 10.0
     quiet = not accelerator.is_main_process
     bar = tqdm(loader, "eval", leave=False, unit="batches", disable=quiet, mininterval=interval)
-    for batch in bar:
+    for k, batch in enumerate(bar, 1):
+        if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
+            trim_heap()
         batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
         c, r = pair_rewards(model, batch)
         parts["index"].append(batch["pair_index"])
