@@ -111,8 +111,7 @@ def cached(
         log.info("data: cache written to %s", entry)
         # From here on the splits are the entry's memory-mapped files, as in a cached run: the heap copy
         # goes (140 MiB for 160,000 HH pairs) and only the pages training touches are resident.
-        mapped = read_entry(entry, tokenizer, generated_dir(cfg))
-        data.train, data.eval = mapped.train, mapped.eval
+        data.train, data.eval = read_splits(entry)
     except OSError as e:
         log.warning("data: tokenized pairs not cached (%s); set data.cache_dir or data.cache=false", e)
     release_texts(load())  # training reads only the ids from here on
@@ -215,9 +214,13 @@ def read_entry(folder: Path, tokenizer: PreTrainedTokenizerBase, here: str | Non
     report = meta["report"]
     report["skipped"] = [BadRecord(**b) for b in report["skipped"]]
     report["repaired"] = [BadRecord(**b) for b in report["repaired"]]
-    train = cache.split_from_table(cache.read_table(folder / "train.arrow"))
-    held = cache.split_from_table(cache.read_table(folder / "eval.arrow"))
+    train, held = read_splits(folder)
     return Prepared(tokenizer, train, held, meta["subsets"], DataReport(**report), meta["loaded"])
+
+
+def read_splits(folder: Path) -> tuple[EncodedSplit, EncodedSplit]:
+    """An entry's (train, eval) splits, memory-mapped."""
+    return tuple(cache.split_from_table(cache.read_table(folder / f"{s}.arrow")) for s in ("train", "eval"))
 
 
 # ---- a BPE trained on the training texts (random-init models) ----
