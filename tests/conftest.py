@@ -116,3 +116,14 @@ def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[Enco
             c, r = c + 15, r + 9
         pairs.append(EncodedPair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
     return pairs
+
+
+def wait_for(condition, what: str, procs: list, timeout: float = 180) -> None:
+    """Poll `condition` until it holds; fail naming `what` if a process in `procs` ends first or time runs out."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert all(p.poll() is None for p in procs), f"a sweep process ended while waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from conftest import QUICKSTART, REPO, TINY_MODEL
+from conftest import QUICKSTART, REPO, TINY_MODEL, wait_for
 from rm.sweep.study import RETRY_OF
 
 pytest.importorskip(
@@ -124,14 +123,6 @@ def study_opened(log: Path, name: str):
 
     Polling the database instead could race the first process creating Optuna's tables."""
     return lambda: f"sweep {name}: " in log.read_text()
-
-
-def wait_for(condition, what: str, procs: list[subprocess.Popen], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert all(p.poll() is None for p in procs), f"a sweep process ended while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def trials(url: str, name: str) -> list[optuna.trial.FrozenTrial]:

@@ -7,6 +7,7 @@ and the budget. A grid runs each point exactly once; a random sweep runs exactly
 process killed with SIGKILL and started again reruns its two trials and queues nothing new.
 """
 
+import functools
 import itertools
 import os
 import signal
@@ -22,7 +23,7 @@ import yaml
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from conftest import QUICKSTART, REPO
+from conftest import QUICKSTART, REPO, wait_for
 from rm.sweep.budget import enqueue_grid, grid_points, skip, skip_reason, take
 from rm.sweep.config import load_sweep
 from rm.sweep.report import rows
@@ -51,12 +52,7 @@ def start(path: Path, log: Path, worker: bool = False) -> subprocess.Popen:
         return subprocess.Popen(cmd + (["--worker"] if worker else []), cwd=REPO, env=env, stdout=f, stderr=f)
 
 
-def wait_for(condition, what: str, procs: list[subprocess.Popen], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert all(p.poll() is None for p in procs), f"a sweep process ended while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_for = functools.partial(wait_for, timeout=120)  # these sweeps are quick
 
 
 def trials(path: Path) -> list[optuna.trial.FrozenTrial]:
