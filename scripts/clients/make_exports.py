@@ -55,9 +55,9 @@ RUN = [
 ]
 
 
-def pretrained_with_bos(folder: Path, data_root: Path) -> Path:
-    pairs = load_pairs(str(data_root), "train", [])
-    tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=2000)
+def save_bos_llama(folder: Path, tok, hidden_size: int, layers: int, max_positions: int, rope_theta: float) -> None:
+    """A random Llama saved as a causal LM with `tok`, which from now on adds <s> in front of every text (as
+    Llama 2/3 tokenizers do). Also used by tests/export/test_compat.py."""
     tok.add_special_tokens({"bos_token": "<s>"})
     tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tok.bos_token_id)]
@@ -65,19 +65,25 @@ def pretrained_with_bos(folder: Path, data_root: Path) -> Path:
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=MAX_LENGTH,
-        rope_theta=500000.0,
+        max_position_embeddings=max_positions,
+        rope_theta=rope_theta,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
     )
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
+
+
+def pretrained_with_bos(folder: Path, data_root: Path) -> Path:
+    pairs = load_pairs(str(data_root), "train", [])
+    tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=2000)
+    save_bos_llama(folder, tok, hidden_size=64, layers=2, max_positions=MAX_LENGTH, rope_theta=500000.0)
     return folder
 
 

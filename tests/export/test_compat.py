@@ -6,14 +6,14 @@ The other tools themselves are exercised in their own venvs by scripts/check_cli
 import copy
 import json
 import os
+import sys
 
 import pytest
 import torch
 import yaml
-from tokenizers import processors
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, LlamaConfig, LlamaForCausalLM, pipeline
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, LlamaConfig, pipeline
 
-from conftest import QUICKSTART, TINY_MODEL
+from conftest import QUICKSTART, REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.data.formats.chat import HH_TAGS, Message, Renderer, hh_text
@@ -26,6 +26,9 @@ from rm.export.rescore import score_encoded
 from rm.export.restore import run_tokenizer
 from rm.model.load import load_reward_model
 from rm.training.run import main as train
+
+sys.path.insert(0, str(REPO / "scripts" / "clients"))
+from make_exports import save_bos_llama  # noqa: E402  (one builder for this test and the client check)
 
 RUN = [
     "data.synthetic.n_train=96",
@@ -57,26 +60,7 @@ CONVERSATIONS = [
 def pretrained_with_bos(folder, tokenizer):
     """A local 'pretrained' Llama: its tokenizer adds <s> in front of every text; rope theta 500,000."""
     tok = copy.deepcopy(tokenizer)
-    tok.add_special_tokens({"bos_token": "<s>"})
-    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tok.bos_token_id)]
-    )
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=256,
-        rope_theta=ROPE_THETA,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
+    save_bos_llama(folder, tok, hidden_size=32, layers=1, max_positions=256, rope_theta=ROPE_THETA)
     reloaded = load_tokenizer(str(folder))
     assert reloaded("a b")["input_ids"][0] == reloaded.bos_token_id  # the case this file is about
     return folder
