@@ -8,21 +8,25 @@ Modes (all: 8 pairs per optimizer step, the same optimizer steps, the same rando
 hidden 256, 4 layers, ~5M parameters; medium: hidden 512, 8 layers, ~30M — on the same token ids of
 the same real harmless-base pairs, one epoch, lr 1e-4, linear decay, no warm-up, fp32, gradient
 checkpointing off):
-- trl, trl-grouped: TRL's RewardTrainer, random batches / `train_sampling_strategy="group_by_length"`;
+- trl, trl-grouped: TRL's RewardTrainer, random batches / `train_sampling_strategy="group_by_length"`
+  (TRL's own length-grouped batches, taken in a seeded random order: see `shuffled_batches`);
 - rm-padded, rm-padded-grouped: rm's padded layout (two rows a pair), random / length-grouped batches;
 - rm-packed: padding-free packing with the prompt duplicated (`collator.layout=packed`), length-grouped;
 - rm-shared: the shared-prefix layout (`collator.layout=shared`), length-grouped.
 pairs/s is the median over turns (min-max beside it); `epoch` is the whole epoch's pairs over its
-running time, the steadier figure for length-grouped modes, whose turns of short or long pairs differ
-a lot. Columns mean the same in every mode: useful tokens count each prompt once (so useful tok/s is pairs/s
-times this data's useful tokens per pair); slots are the token positions the model computed, padding
-included. The run also prints the ceiling of sharing over packing on this data (packed slots per pair
-over shared slots per pair) and how much of it rm shared's measured speed-up over rm packed reaches.
+running time. Every length-grouped mode takes its batches in a random order, so that a turn holds short
+and long pairs alike and its median measures speed, not which lengths the turn drew. Columns mean the
+same in every mode: useful tokens count each prompt once (so useful tok/s is pairs/s times this data's
+useful tokens per pair); slots are the token positions the model computed, padding included. The run
+also prints the ceiling of sharing over packing on this data (packed slots per pair over shared slots
+per pair) and how much of it rm shared's measured speed-up over rm packed reaches, and the same for the
+FLOPs each computed (attention over each row's whole width, as the CPU kernels do; `benchlib.computed_flops`).
 See benchlib.py for how the modes are interleaved. Needs TRL: pip install -e '.[bench]'.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -85,12 +89,40 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
             benchlib.pause_until_conducted()
             return
         real = (batch["pair_ids"] >= 0).sum() if "pair_ids" in batch else batch["attention_mask"].sum()
-        progress.step(len(batch["subset_ids"]), int(real), batch["input_ids"].numel(), loss.item())
+        rows, width = batch["input_ids"].shape
+        progress.step(len(batch["subset_ids"]), int(real), rows * width, loss.item(), scores=rows * width * width)
 
     result = main(load_config(None, overrides), on_batch=on_batch)
     progress.finish(
         accuracy=result["overall"]["accuracy"], n_eval=result["overall"]["n"], steps=result["train"]["steps"]
     )
+
+
+def shuffled_batches(sampler, batch_size: int, seed: int):
+    """`sampler`'s indices with its full batches in a seeded random order (the last, partial one stays last).
+
+    The batches are the sampler's own, so the padding and the work are TRL's. Only the order changes:
+    transformers' `LengthGroupedSampler` sorts each 50-batch megabatch longest first, so an 8-second turn
+    drew only long or only short pairs (200 to 680 slots a pair per turn in one run) and the median over
+    turns measured the lengths drawn rather than the speed; rm's planner shuffles its batches already.
+    """
+    import random
+
+    from torch.utils.data import Sampler
+
+    class Shuffled(Sampler[int]):
+        def __len__(self) -> int:
+            return len(sampler)
+
+        def __iter__(self):
+            order = list(sampler)
+            batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+            full = batches if len(batches[-1]) == batch_size else batches[:-1]
+            random.Random(seed).shuffle(full)
+            rest = batches[len(full) :]
+            return iter([i for b in full + rest for i in b])
+
+    return Shuffled()
 
 
 def trl_worker(mode: str, work: Path, seed: int) -> None:
@@ -141,14 +173,19 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
         train_sampling_strategy="group_by_length" if grouped else "random",
         remove_unused_columns=False,  # keep `length` for the sampler (the collator reads only the ids)
     )
-    counts = {"pairs": 0, "tokens": 0, "slots": 0, "loss": 0.0, "steps": 0}
+    counts = {"pairs": 0, "tokens": 0, "slots": 0, "scores": 0, "loss": 0.0, "steps": 0}
 
     class Counting(RewardTrainer):
+        def _get_train_sampler(self, train_dataset=None):
+            inner = super()._get_train_sampler(train_dataset)
+            return shuffled_batches(inner, BATCH, seed) if grouped else inner
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             counts["pairs"] += inputs["input_ids"].shape[0] // 2
             counts["tokens"] += int(inputs["attention_mask"].sum())
             counts["slots"] += inputs["input_ids"].numel()
+            counts["scores"] += inputs["input_ids"].numel() * inputs["input_ids"].shape[1]
             counts["loss"] = (out[0] if return_outputs else out).item()
             return out
 
@@ -158,8 +195,8 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
             if counts["steps"] == 1:  # as for rm: the first step is not timed
                 benchlib.pause_until_conducted()
             else:
-                progress.step(counts["pairs"], counts["tokens"], counts["slots"], counts["loss"])
-            counts.update(pairs=0, tokens=0, slots=0)
+                progress.step(counts["pairs"], counts["tokens"], counts["slots"], counts["loss"], counts["scores"])
+            counts.update(pairs=0, tokens=0, slots=0, scores=0)
 
     trainer = Counting(model=model, args=args, train_dataset=train, processing_class=tok, callbacks=[Clock()])
     trainer.train()
@@ -182,7 +219,8 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
 
     n_params = benchlib.non_embedding_params()
     cfg = AutoConfig.for_model("llama", **benchlib.MODEL)
-    flops_per_pair = benchlib.useful_flops(prep_pairs, n_params, cfg.num_hidden_layers, cfg.hidden_size, True)
+    layers, hidden = cfg.num_hidden_layers, cfg.hidden_size
+    flops_per_pair = benchlib.useful_flops(prep_pairs, n_params, layers, hidden, True)
     flops_per_pair /= len(prep_pairs)
     useful_per_pair = statistics.mean(len(p["prompt"]) + len(p["chosen"]) + len(p["rejected"]) for p in prep_pairs)
     peak = statistics.median(peaks) * 1e9
@@ -197,6 +235,8 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
     for m, r in rows.items():
         last = benchlib._last(work / f"{m}.progress")
         r["slots_per_pair"] = last["slots"] / last["pairs"] if last.get("pairs") else float("nan")
+        computed = benchlib.computed_flops(last.get("slots", 0), last.get("scores", 0), n_params, layers, hidden)
+        r["computed_flops_per_pair"] = computed / last["pairs"] if last.get("pairs") else float("nan")
         r["pairs_per_step"] = len(prep_pairs) / r["steps"] if r.get("steps") else float("nan")
         r["mfu"] = r["pairs_per_s"] * flops_per_pair / peak
         se = (r["accuracy"] * (1 - r["accuracy"]) / max(1, r["n_eval"])) ** 0.5
@@ -216,6 +256,10 @@ def report(work: Path, modes: list[str], turns: dict, peaks: list[float], prep_p
         speedup = shared["pairs_per_s"] / packed["pairs_per_s"]
         print(f"sharing over packing: token-count ceiling {ceiling:.3f}x (packed slots / shared slots per pair); "
               f"measured {speedup:.3f}x = {speedup / ceiling:.1%} of the ceiling")  # fmt: skip
+        flops = packed["computed_flops_per_pair"] / shared["computed_flops_per_pair"]
+        print(f"  FLOP ceiling {flops:.3f}x (computed FLOPs per pair, attention over each row's whole width as the "
+              f"kernels compute it: packed {packed['computed_flops_per_pair'] / 1e9:.2f} G, shared "
+              f"{shared['computed_flops_per_pair'] / 1e9:.2f} G); measured = {speedup / flops:.1%} of it")  # fmt: skip
     return rows
 
 
@@ -233,6 +277,9 @@ def extra_summary(rows: dict) -> dict:
         extra["ceiling_shared_over_packed"] = round(ceiling, 3)
         extra["shared_over_packed"] = round(speed["rm-shared"] / speed["rm-packed"], 3)
         extra["fraction_of_ceiling"] = round(extra["shared_over_packed"] / ceiling, 3)
+        flops = rows["rm-packed"]["computed_flops_per_pair"] / rows["rm-shared"]["computed_flops_per_pair"]
+        extra["flop_ceiling_shared_over_packed"] = round(flops, 3)
+        extra["fraction_of_flop_ceiling"] = round(extra["shared_over_packed"] / flops, 3)
     if "trl-grouped" in rows and "rm-shared" in rows:
         extra["speedup_vs_trl_grouped"] = round(speed["rm-shared"] / speed["trl-grouped"], 3)
     return extra
@@ -263,6 +310,8 @@ def main() -> None:
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
     cmd += ["--size", args.size]
     turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
+    # kept beside the progress files, so a run's figures can be recomputed (benchlib.rates) without rerunning it
+    (args.work / "turns.json").write_text(json.dumps({"turns": turns, "peaks": peaks}))
     rows = report(args.work, modes, turns, peaks, prep.train)
     print(benchlib.summary_line(rows, extra_summary(rows)))
 

@@ -133,6 +133,12 @@ def useful_flops(pairs: list[dict], n_params: int, layers: int, hidden: int, bac
     return total * (3 if backward else 1)
 
 
+def computed_flops(slots: int, scores: int, n_params: int, layers: int, hidden: int) -> float:
+    """FLOPs a run's forward and backward passes computed, padding and masked attention included: 2N per
+    token slot for the matmuls, 4 * hidden per query-key product and layer (QK^T and AV), times 3."""
+    return 3 * (2 * n_params * slots + 4 * hidden * layers * scores)
+
+
 def matmul_gflops(seconds: float = 1.5, n: int = 1024) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
@@ -148,14 +154,17 @@ class Progress:
 
     def __init__(self, path: Path):
         self.f = open(path, "a", buffering=1)  # noqa: SIM115 - open for the worker's whole life
-        self.pairs = self.tokens = self.slots = 0
+        self.pairs = self.tokens = self.slots = self.scores = 0
 
-    def step(self, pairs: int, tokens: int, slots: int, loss: float | None = None) -> None:
+    def step(self, pairs: int, tokens: int, slots: int, loss: float | None = None, scores: int = 0) -> None:
+        """Add a step's work; `scores` counts the query-key products its attention computed (rows x width^2
+        for a dense mask, which the CPU kernels compute whole, masked or not)."""
         self.pairs += pairs
         self.tokens += tokens
         self.slots += slots
+        self.scores += scores
         row = {"t": time.monotonic(), "pairs": self.pairs, "tokens": self.tokens, "slots": self.slots, "loss": loss}
-        self.f.write(json.dumps(row) + "\n")
+        self.f.write(json.dumps(row | {"scores": self.scores}) + "\n")
 
     def finish(self, **fields) -> None:
         fields["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -169,8 +178,23 @@ def pause_until_conducted() -> None:
 
 
 def conduct(commands: dict[str, list[str]], work: Path, slice_s: float) -> tuple[dict, list[float]]:
-    """Run the workers in turns; return ({mode: [(start, end), ...]}, matmul GFLOP/s samples)."""
-    procs = {}
+    """Run the workers in turns; return ({mode: [(start, end), ...]}, matmul GFLOP/s samples).
+
+    Whatever ends the run (a worker failing, Ctrl-C), no worker outlives it: a paused worker ignores
+    SIGTERM until continued, and left behind it holds its memory (six ~30M-model workers fill 24 GB)."""
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        return _turns(commands, work, slice_s, procs)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()  # SIGKILL ends a stopped process too
+                p.wait()
+
+
+def _turns(
+    commands: dict[str, list[str]], work: Path, slice_s: float, procs: dict[str, subprocess.Popen]
+) -> tuple[dict, list[float]]:
     for mode, cmd in commands.items():  # set up one at a time so set-up work does not overlap
         log = open(work / f"{mode}.log", "w")  # noqa: SIM115
         procs[mode] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
@@ -194,7 +218,8 @@ def conduct(commands: dict[str, list[str]], work: Path, slice_s: float) -> tuple
                 p.wait(timeout=slice_s)
             except subprocess.TimeoutExpired:
                 p.send_signal(signal.SIGSTOP)
-                while _state(p.pid) not in ("T", "t"):
+                # poll() as well: a worker that exits as its turn ends becomes a zombie, never stopped
+                while p.poll() is None and _state(p.pid) not in ("T", "t"):
                     time.sleep(0.01)
             turns[mode].append((start, time.monotonic()))
             if p.poll() is not None:

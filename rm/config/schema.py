@@ -169,8 +169,8 @@ class CollatorConfig:
     eval_max_tokens: int = 0
     """Token budget of an eval micro-batch; 0 uses `train.eval_batch_size` pairs instead."""
     group_pairs: int = 512
-    """With a token budget (or group_by_length), pairs are sorted by length within windows of this many shuffled
-    pairs."""
+    """With a token budget (or group_by_length), pairs are sorted within windows of this many shuffled pairs by
+    the width they need: the whole pair in the shared layout, prompt + the longer response in padded and packed."""
     group_by_length: bool = False
     """With a fixed pair count (max_tokens 0): micro-batches of pairs of similar length (less padding)."""
     pack_length: int = 0

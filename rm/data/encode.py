@@ -8,7 +8,6 @@ Arrow columns of int32 ids, not Python lists (rm/data/store.py).
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import sys
@@ -22,6 +21,7 @@ from transformers import PreTrainedTokenizerBase, TokenizersBackend
 
 from rm.data.formats.hh import HUMAN
 from rm.data.formats.pair import Pair
+from rm.data.heap import trim_heap
 from rm.data.load import LoadedData
 from rm.data.store import EncodedPair, EncodedSplit, record_batch
 from rm.data.tokenizer import special_prefix
@@ -34,7 +34,6 @@ __all__ = [
     "encode_pairs",
     "encode_splits",
     "release_texts",
-    "trim_heap",
 ]
 
 log = logging.getLogger("rm")
@@ -215,12 +214,3 @@ def release_texts(data: LoadedData) -> None:
     gc.collect()
     pa.default_memory_pool().release_unused()  # Arrow's own allocator keeps freed tables' pages otherwise
     trim_heap()
-
-
-def trim_heap() -> None:
-    """Hand the C heap's free pages back to the OS (glibc's `malloc_trim`; elsewhere nothing happens)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # another C library (musl has no malloc_trim): keep the pages
-            pass

@@ -15,7 +15,7 @@ from accelerate.utils import send_to_device
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from rm.data.encode import trim_heap
+from rm.data.heap import trim_heap
 from rm.evaluation.summary import summarize_by_subset
 from rm.model.reward import pair_rewards
 

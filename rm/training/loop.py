@@ -29,6 +29,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rm.collate.shard import RankBatches
 from rm.config import RunConfig
+from rm.data.heap import hold_freed_memory
 from rm.evaluation.gather import evaluate
 from rm.model.loss import bradley_terry_loss
 from rm.model.reward import pair_rewards
@@ -100,6 +101,8 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     bar = progress_bar(run)
     start_log(run)
     run.model.train()
+    if accelerator.device.type == "cpu":  # steps re-use the pages the last one freed (rm/data/heap.py)
+        hold_freed_memory()
     # Log lines (evals, checkpoints, warnings) go through tqdm.write: printed above the bar, not onto its line.
     with Preemption() as preemption, logging_redirect_tqdm():
         while state.step < run.max_steps:

@@ -77,3 +77,23 @@ def test_length_grouped_fixed_count_batches_keep_the_count_and_waste_less():
     assert again == batches
     grouped.set_epoch(1)
     assert list(grouped) != batches
+
+
+@pytest.mark.parametrize("layout", ["shared", "packed", "padded"])
+def test_each_layout_groups_by_the_width_it_needs(layout):
+    """One window over all pairs, no shuffle: the batches are the pairs in order of the width the layout
+    needs (whole pair for shared, prompt + longer response for padded and packed), widest first, which is
+    the least padding consecutive batches of 8 can have."""
+    rng = random.Random(9)
+    pairs = [  # responses of very different lengths, so the two orders disagree
+        EncodedPair([1] * rng.randint(1, 30), [2] * rng.randint(1, 40), [3] * rng.randint(1, 40), 0, index=i)
+        for i in range(96)
+    ]
+    width = {
+        "shared": pair_length,
+        "packed": lambda p: len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)),
+        "padded": lambda p: len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)),
+    }[layout]
+    grouped = list(PairBatches(pairs, layout, 8, shuffle=False, group_pairs=96, group_by_length=True))
+    widest_first = sorted(range(96), key=lambda i: -width(pairs[i]))
+    assert [width(pairs[i]) for b in grouped for i in b] == [width(pairs[i]) for i in widest_first]

@@ -40,3 +40,18 @@ def test_useful_flops_count_the_prompt_once():
     pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
     assert benchlib.useful_flops([pair], 10, 1, 4, backward=False) == 224
     assert benchlib.useful_flops([pair], 10, 1, 4, backward=True) == 672
+
+
+def test_computed_flops_count_padding_and_every_query_key_product():
+    """Two rows of width 3 (6 slots, 18 query-key products), N = 10 parameters, 1 layer of width 4:
+    matmuls 2 * 10 * 6 = 120, attention 4 * 4 * 18 = 288, times 3 with the backward pass: 1,224."""
+    assert benchlib.computed_flops(6, 18, 10, 1, 4) == 1224
+
+
+def test_progress_keeps_running_totals_of_scores(tmp_path):
+    p = benchlib.Progress(tmp_path / "m.progress")
+    p.step(8, 100, 120, 0.5, scores=1800)
+    p.step(8, 90, 120, 0.4, scores=1800)
+    p.finish(accuracy=0.5)
+    rows = [json.loads(line) for line in (tmp_path / "m.progress").read_text().splitlines()]
+    assert [r["scores"] for r in rows[:2]] == [1800, 3600] and rows[1]["slots"] == 240
