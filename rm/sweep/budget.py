@@ -36,7 +36,7 @@ except ImportError:  # Windows: no lock (two threads of a SQLite sweep there cou
     fcntl = None
 
 from rm.sweep.config import SweepConfig
-from rm.sweep.study import RETRY_OF, SKIPPED, trial_budget
+from rm.sweep.study import RETRY_OF, SKIPPED, kept_trials, trial_budget
 
 Point = tuple
 
@@ -57,7 +57,7 @@ def _point(cfg: SweepConfig, params: dict) -> Point | None:
 
 def enqueue_grid(study: optuna.Study, cfg: SweepConfig) -> int:
     """Queue the grid points of the budget that no trial (skipped ones aside) holds; return how many."""
-    held = {_point(cfg, t.params) for t in study.get_trials(deepcopy=False) if SKIPPED not in t.user_attrs}
+    held = {_point(cfg, t.params) for t in kept_trials(study)}
     need = trial_budget(cfg) - len(held - {None})
     new = [p for p in grid_points(cfg) if _point(cfg, p) not in held][: max(0, need)]
     dists = {k: CategoricalDistribution(cfg.space[k].values) for k in cfg.space}
@@ -119,17 +119,18 @@ def skip_reason(study: optuna.Study, trial: optuna.Trial, cfg: SweepConfig) -> s
     """Why `trial` must not run (its slot is held, or the budget is spent before it), or None: it runs."""
     trials = study.get_trials(deepcopy=False)
     by_number = {t.number: t for t in trials}
+    place = {t.number: _chain(t, by_number)[-1] for t in trials}  # the number of the first run it reruns
     me = by_number[trial.number]
     chain = _chain(me, by_number)
     grid = cfg.sampler == "grid"
     held: dict = {}  # slot (a grid point, else a place) -> the first trial before this one that holds it
-    for t in sorted(trials, key=lambda t: (_chain(t, by_number)[-1], t.number)):
-        if (_chain(t, by_number)[-1], t.number) >= (chain[-1], me.number):
+    for t in sorted(trials, key=lambda t: (place[t.number], t.number)):
+        if (place[t.number], t.number) >= (place[me.number], me.number):
             break
         if SKIPPED not in t.user_attrs and t.number not in chain:
-            held.setdefault(_point(cfg, t.params) if grid else _chain(t, by_number)[-1], t.number)
+            held.setdefault(_point(cfg, t.params) if grid else place[t.number], t.number)
     held.pop(None, None)  # a trial that drew nothing yet
-    mine = _point(cfg, me.params) if grid else chain[-1]
+    mine = _point(cfg, me.params) if grid else place[me.number]
     if mine in held:
         return f"its {'grid point' if grid else 'place'} is held by trial {held[mine]}"
     if len(held) >= trial_budget(cfg):

@@ -18,7 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from rm.config import load_config, to_dict
 from rm.sweep.config import direction, objective_name
-from rm.sweep.study import RETRY_OF, SKIPPED, Sweep, trial_overrides
+from rm.sweep.study import RETRY_OF, Sweep, kept_trials, trial_overrides
 from rm.sweep.trial import PRUNED_AT
 
 STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed"}
@@ -39,12 +39,7 @@ def ordered(study: optuna.Study, maximize: bool) -> list[FrozenTrial]:
         value = sign * value if value is not None and not math.isnan(value) else math.inf
         return group.index(t.state), value if t.state in (TrialState.COMPLETE, TrialState.PRUNED) else 0, t.number
 
-    return sorted(kept(study), key=key)
-
-
-def kept(study: optuna.Study) -> list[FrozenTrial]:
-    """The study's trials less the skipped ones (taken, never run)."""
-    return [t for t in study.get_trials(deepcopy=False) if SKIPPED not in t.user_attrs]
+    return sorted(kept_trials(study), key=key)
 
 
 def rows(study: optuna.Study, sweep: Sweep) -> list[dict]:
@@ -100,7 +95,7 @@ def markdown(table: list[dict], sweep: Sweep) -> str:
 
 def best_yaml(study: optuna.Study, sweep: Sweep, path: Path) -> bool:
     """The best finished trial's run config with a fresh output_dir, ready for `python -m rm train`."""
-    done = [t for t in kept(study) if t.state == TrialState.COMPLETE]
+    done = [t for t in kept_trials(study) if t.state == TrialState.COMPLETE]
     if not done:
         return False
     best = study.best_trial
@@ -128,7 +123,7 @@ def plot(study: optuna.Study, sweep: Sweep, path: Path) -> None:
     import matplotlib.ticker
 
     cfg = sweep.cfg
-    trials = kept(study)
+    trials = kept_trials(study)
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
     best = study.best_trial if done else None

@@ -216,11 +216,17 @@ def fail_stale(study: optuna.Study) -> None:
         optuna.storages.fail_stale_trials(study)
 
 
+def kept_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials less the skipped ones (taken but never run, rm/sweep/budget.py): what tallies,
+    queues and reports count."""
+    return [t for t in study.get_trials(deepcopy=False) if SKIPPED not in t.user_attrs]
+
+
 def tally(study: optuna.Study) -> dict[str, int]:
     """Trials by fate: ended (finished, pruned, crashed: these spend n_trials), interrupted, running, waiting.
 
     Skipped trials (taken but never run, rm/sweep/budget.py) are in none of them."""
-    trials = [t for t in study.get_trials(deepcopy=False) if SKIPPED not in t.user_attrs]
+    trials = kept_trials(study)
     retried = {t.system_attrs.get(RETRY_OF) for t in trials}
     out = dict.fromkeys(("ended", "interrupted", "running", "waiting"), 0)
     for t in trials:
