@@ -163,8 +163,9 @@ class Progress:
         self.tokens += tokens
         self.slots += slots
         self.scores += scores
-        row = {"t": time.monotonic(), "pairs": self.pairs, "tokens": self.tokens, "slots": self.slots, "loss": loss}
-        self.f.write(json.dumps(row | {"scores": self.scores}) + "\n")
+        row = {"t": time.monotonic(), "pairs": self.pairs, "tokens": self.tokens, "slots": self.slots}
+        row |= {"scores": self.scores, "loss": loss}
+        self.f.write(json.dumps(row) + "\n")
 
     def finish(self, **fields) -> None:
         fields["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

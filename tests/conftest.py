@@ -127,3 +127,19 @@ def wait_for(condition, what: str, procs: list, timeout: float = 180) -> None:
         assert all(p.poll() is None for p in procs), f"a sweep process ended while waiting for {what}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def padded_cost(pairs: list[EncodedPair]) -> int:
+    """Token slots of a padded micro-batch counted from the pairs themselves (two rows a pair, as wide as the
+    widest sequence): the reference `PairBatches.cost` is checked against, as it computes them from arrays."""
+    width = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in pairs)
+    return 2 * len(pairs) * width
+
+
+def packed_cost(pairs: list[EncodedPair], pack_length: int) -> int:
+    """Token slots of a packed micro-batch (prompt duplicated) counted from the pairs: their sequences
+    (prompt + chosen, prompt + rejected) first-fit into rows, as the packed collator places them."""
+    from rm.collate.planner import shared_cost
+
+    sequences = [len(p.prompt_ids) + len(r) for p in pairs for r in (p.chosen_ids, p.rejected_ids)]
+    return shared_cost(sorted(sequences, reverse=True), pack_length)

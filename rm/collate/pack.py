@@ -144,8 +144,3 @@ class PackedCollator:
             "rejected_index": torch.tensor([ends[2 * i + 1][0] for i in range(len(batch))]),
             **pair_fields(batch),
         }
-
-
-def sequence_lengths(p: EncodedPair) -> tuple[int, int]:
-    """The packed layout's two sequences of a pair: prompt + chosen and prompt + rejected."""
-    return len(p.prompt_ids) + len(p.chosen_ids), len(p.prompt_ids) + len(p.rejected_ids)

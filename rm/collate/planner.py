@@ -6,9 +6,10 @@ inside windows of `group_pairs` shuffled pairs (so neighbours are alike and wast
 resulting micro-batches are shuffled again, so training does not see long ones first. "Length" is the
 width the pair needs in its layout: the whole pair in the shared layout (one segment), prompt + the
 longer response in the padded and packed ones (their widest row or sequence). Sorting padded pairs by
-the whole pair's length instead cost 8% more slots on HH harmless-base (386.6 against 355.7 a pair). Everything
-follows from (seed, epoch): a resumed or repeated run sees the same batches, and every process of a
-multi-process run computes the same plan (rm/collate/shard.py deals it out).
+the whole pair's length instead cost 8% more slots on HH harmless-base (386.6 against 355.7 a pair).
+
+Everything follows from (seed, epoch): a resumed or repeated run sees the same batches, and every
+process of a multi-process run computes the same plan (rm/collate/shard.py deals it out).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from rm.collate.pack import sequence_lengths
 from rm.data.store import EncodedPair, id_lengths
 
 
@@ -35,19 +35,6 @@ def shared_cost(group: list[int], pack_length: int) -> int:
         else:
             room.append(width - n)
     return len(room) * width
-
-
-def padded_cost(pairs: list[EncodedPair]) -> int:
-    """Token slots of a padded micro-batch: two rows per pair, all as wide as the longest sequence.
-
-    These two read the pairs themselves; `PairBatches.cost` computes the same from length arrays."""
-    width = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in pairs)
-    return 2 * len(pairs) * width
-
-
-def packed_cost(pairs: list[EncodedPair], pack_length: int) -> int:
-    """Token slots of a packed micro-batch (prompt duplicated): its sequences first-fit into rows."""
-    return shared_cost(sorted((n for p in pairs for n in sequence_lengths(p)), reverse=True), pack_length)
 
 
 class PairBatches(Sampler[list[int]]):
@@ -133,7 +120,9 @@ class PairBatches(Sampler[list[int]]):
 
     def cost(self, batch: list[int]) -> int:
         """Token slots of micro-batch `batch` in this layout: what the budget bounds and dealing balances across
-        processes (`shared_cost`, `packed_cost` and `padded_cost` of its pairs, from the length arrays)."""
+        processes, from the length arrays (the tests check it against slots counted from the pairs themselves):
+        shared rows hold whole pairs, packed rows the pairs' sequences (both first-fit, `shared_cost`), padded
+        rows are two a pair, as wide as the widest."""
         idx = np.asarray(batch, dtype=np.int64)
         if self.layout == "shared":
             return shared_cost(sorted(self.lengths[idx].tolist(), reverse=True), self.pack_length)

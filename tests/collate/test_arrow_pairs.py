@@ -4,10 +4,10 @@ views) exactly as they read pairs held as Python lists: the same plan, costs and
 import pytest
 import torch
 
-from conftest import random_pairs
+from conftest import packed_cost, padded_cost, random_pairs
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
-from rm.collate.planner import PairBatches, packed_cost, padded_cost, shared_cost
+from rm.collate.planner import PairBatches, shared_cost
 from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
 from rm.collate.shard import EvalBatches
 from rm.data.store import EncodedPair, EncodedSplit

@@ -2,8 +2,9 @@ import random
 
 import pytest
 
+from conftest import packed_cost, padded_cost
 from rm.collate.pack import PackedCollator, SharedCollator, pair_length
-from rm.collate.planner import PairBatches, packed_cost, padded_cost, shared_cost
+from rm.collate.planner import PairBatches, shared_cost
 from rm.data.encode import EncodedPair
 
 
