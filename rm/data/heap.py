@@ -14,6 +14,7 @@ hands it back where rm chooses to (after encoding, during long evals).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -25,6 +26,7 @@ MMAP_FROM = 32 << 20
 (Setting one threshold fixes the other, so both are set.)"""
 
 
+@functools.cache  # loaded once: eval trims every few batches
 def _libc():
     if not sys.platform.startswith("linux"):
         return None
