@@ -132,7 +132,8 @@ def main() -> None:
         (args.work / f"{m}.progress").unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
     cmd += ["--passes", str(args.passes), "--limit", str(args.limit)]
-    turns, peaks = benchlib.conduct({m: cmd + ["--worker", m] for m in modes}, args.work, args.slice)
+    commands = {m: cmd + ["--worker", m] for m in modes}
+    turns, peaks = benchlib.conduct(commands, args.work, args.slice, total_pairs=n * args.passes)
 
     n_params = benchlib.non_embedding_params()
     m = benchlib.MODEL

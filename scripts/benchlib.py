@@ -2,11 +2,17 @@
 
 The machine these run on is shared and its matmul rate drifts by up to 2x within a minute, so
 modes are never timed one after the other. Every mode runs in its own process (peak memory is then
-its own), each process stops itself once set up, and the conductor runs them in turns of
-`--slice` seconds (A B C A B C …) with SIGCONT/SIGSTOP. Each process logs a timestamp after every
-step; a mode's throughput in a turn is the work it finished during that turn over the turn's
-length, and the table quotes the median over turns. Between rounds the conductor measures the
-machine's fp32 matmul rate, the peak that model FLOPs utilisation is quoted against.
+its own), each process stops itself once set up, and the conductor runs them in turns of `--slice`
+seconds with SIGCONT/SIGSTOP, in an order that rotates every round (A B C, B C A, C A B …) so no
+mode always follows the same one. Given the pairs every mode has to do, a mode that is further
+through its work than the one furthest behind skips the round (`due`), so every mode runs in every
+phase of the run and all finish together: with a turn every round, the fastest mode finished in the
+first few rounds and was measured only while every other worker was alive, when every mode ran 2-3%
+slower than in later rounds on this machine. Turns keep one length, so a resumed process's cold
+start weighs the same in every mode. Each process logs a timestamp after every step; a
+mode's throughput in a turn is the work it finished during that turn over its running time, and the
+table quotes the median over turns. Between rounds the conductor measures the machine's fp32 matmul
+rate, the peak that model FLOPs utilisation is quoted against.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,14 +185,17 @@ def pause_until_conducted() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def conduct(commands: dict[str, list[str]], work: Path, slice_s: float) -> tuple[dict, list[float]]:
+def conduct(
+    commands: dict[str, list[str]], work: Path, slice_s: float, total_pairs: int = 0
+) -> tuple[dict, list[float]]:
     """Run the workers in turns; return ({mode: [(start, end), ...]}, matmul GFLOP/s samples).
+    With `total_pairs` (what each mode does in all), a mode ahead of the others skips rounds (`due`).
 
     Whatever ends the run (a worker failing, Ctrl-C), no worker outlives it: a paused worker ignores
     SIGTERM until continued, and left behind it holds its memory (six ~30M-model workers fill 24 GB)."""
     procs: dict[str, subprocess.Popen] = {}
     try:
-        return _turns(commands, work, slice_s, procs)
+        return _turns(commands, work, slice_s, total_pairs, procs)
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -194,7 +204,11 @@ def conduct(commands: dict[str, list[str]], work: Path, slice_s: float) -> tuple
 
 
 def _turns(
-    commands: dict[str, list[str]], work: Path, slice_s: float, procs: dict[str, subprocess.Popen]
+    commands: dict[str, list[str]],
+    work: Path,
+    slice_s: float,
+    total_pairs: int,
+    procs: dict[str, subprocess.Popen],
 ) -> tuple[dict, list[float]]:
     for mode, cmd in commands.items():  # set up one at a time so set-up work does not overlap
         log = open(work / f"{mode}.log", "w")  # noqa: SIM115
@@ -210,8 +224,12 @@ def _turns(
     turns: dict[str, list[tuple[float, float]]] = {m: [] for m in commands}
     peaks = [matmul_gflops()]
     live = list(commands)
+    order = list(commands)
     while live:
-        for mode in list(live):
+        start_at = (len(peaks) - 1) % len(order)
+        done = {m: _last(work / f"{m}.progress").get("pairs", 0) for m in live}
+        running = set(due(done, total_pairs)) if total_pairs else set(live)
+        for mode in [m for m in order[start_at:] + order[:start_at] if m in running]:
             p = procs[mode]
             start = time.monotonic()
             p.send_signal(signal.SIGCONT)
@@ -223,14 +241,21 @@ def _turns(
                 while p.poll() is None and _state(p.pid) not in ("T", "t"):
                     time.sleep(0.01)
             turns[mode].append((start, time.monotonic()))
-            if p.poll() is not None:
-                live.remove(mode)
-                if p.returncode != 0:
-                    raise SystemExit(f"{mode} failed (exit {p.returncode}); see {work / f'{mode}.log'}")
+            if p.poll() is not None and p.returncode != 0:
+                raise SystemExit(f"{mode} failed (exit {p.returncode}); see {work / f'{mode}.log'}")
+        live = [m for m in live if procs[m].poll() is None]
         peaks.append(matmul_gflops())
-        done = sum(_last(work / f"{m}.progress").get("pairs", 0) for m in commands)
-        print(f"  round {len(peaks) - 1}: {done} pairs done so far", flush=True)
+        total = sum(_last(work / f"{m}.progress").get("pairs", 0) for m in commands)
+        print(f"  round {len(peaks) - 1}: {total} pairs done so far", flush=True)
     return turns, peaks
+
+
+def due(done: dict[str, int], total_pairs: int) -> list[str]:
+    """The modes that take a turn this round: those no further through their work than the one furthest
+    behind (within 1%, or all while no mode has done any). A fast mode then waits for the slow ones
+    between its turns, so every mode runs in every phase of the run, in turns of the same length."""
+    behind = min(done.values()) / total_pairs
+    return [m for m, n in done.items() if n / total_pairs <= behind + 0.01]
 
 
 def _state(pid: int) -> str:
@@ -246,27 +271,34 @@ def _last(path: Path) -> dict:
     return steps[-1] if steps else {}
 
 
-def rates(path: Path, turns: list[tuple[float, float]]) -> dict:
+def rates(path: Path, turns: list[tuple[float, float]], work: Callable[[dict], float] | None = None) -> dict:
     """Median per-turn rates (pairs, tokens, slots per second) and the worker's final record.
 
     A step can straddle turns, so each step's duration is the time it actually ran: the overlap
     of (previous step's end, its own end) with the worker's turns. A turn's rate is the work of
     the steps that ended in it over their running time; the first turn (warm-up) is left out.
+
+    A turn's pairs/s also depends on which pairs it drew (a turn of long pairs is slow). With `work`
+    (the cost of a stretch of steps, from its pairs, tokens, slots and scores: the FLOPs it computed),
+    `work_pairs_per_s` is the median over turns of the turn's work per second in this worker's pairs
+    (its whole run's pairs per unit of work), a rate whose time-weighted mean is the whole run's
+    pairs/s and whose spread is the machine's, not the data's.
     """
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     steps = [r for r in rows if "t" in r]
     final = next((r for r in rows if r.get("done")), {})
+    keys = ("pairs", "tokens", "slots", "scores")
 
     def running(t0: float, t1: float) -> float:
         return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in turns)
 
-    per_turn: list[dict[str, float]] = [{"pairs": 0, "tokens": 0, "slots": 0, "time": 0.0} for _ in turns]
-    previous = {"t": turns[0][0], "pairs": 0, "tokens": 0, "slots": 0}
+    per_turn: list[dict[str, float]] = [{k: 0 for k in keys} | {"time": 0.0} for _ in turns]
+    previous = {"t": turns[0][0]} | {k: 0 for k in keys}
     for r in steps:
         k = next((i for i, (a, b) in enumerate(turns) if a <= r["t"] <= b), len(turns) - 1)
         bucket = per_turn[k]
-        for key in ("pairs", "tokens", "slots"):
-            bucket[key] += r[key] - previous[key]
+        for key in keys:
+            bucket[key] += r.get(key, 0) - previous.get(key, 0)
         bucket["time"] += running(previous["t"], r["t"])
         previous = r
     counted = [b for b in per_turn[1:] if b["time"] > 0 and b["pairs"] > 0]
@@ -276,6 +308,11 @@ def rates(path: Path, turns: list[tuple[float, float]]) -> dict:
     }
     per_s = [b["pairs"] / b["time"] for b in counted]
     out["pairs_per_s_min"], out["pairs_per_s_max"] = (min(per_s), max(per_s)) if per_s else (float("nan"),) * 2
+    if work is not None and counted:
+        pairs_per_work = steps[-1]["pairs"] / work(steps[-1])
+        normalized = [work(b) / b["time"] * pairs_per_work for b in counted]
+        out["work_pairs_per_s"] = statistics.median(normalized)
+        out["work_pairs_per_s_min"], out["work_pairs_per_s_max"] = min(normalized), max(normalized)
     out["turns"] = len(counted)
     total_time = sum(b["time"] for b in per_turn)
     out["overall_pairs_per_s"] = (steps[-1]["pairs"] / total_time) if steps and total_time else float("nan")

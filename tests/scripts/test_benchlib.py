@@ -55,3 +55,32 @@ def test_progress_keeps_running_totals_of_scores(tmp_path):
     p.finish(accuracy=0.5)
     rows = [json.loads(line) for line in (tmp_path / "m.progress").read_text().splitlines()]
     assert [r["scores"] for r in rows[:2]] == [1800, 3600] and rows[1]["slots"] == 240
+
+
+def test_a_mode_ahead_of_the_others_waits_for_them():
+    """1,000 pairs each. b is furthest behind (10%); a (10.5%) is within 1% of it and runs too; c (40%),
+    a fast mode three turns ahead, skips the round. Before anyone has done anything every mode runs."""
+    assert benchlib.due({"a": 105, "b": 100, "c": 400}, 1000) == ["a", "b"]
+    assert benchlib.due({"a": 0, "b": 0, "c": 0}, 1000) == ["a", "b", "c"]
+    # At the end, modes that finished their pairs (and are evaluating) all run again.
+    assert benchlib.due({"a": 992, "b": 992, "c": 992}, 1000) == ["a", "b", "c"]
+
+
+def test_work_rate_removes_which_pairs_a_turn_drew(tmp_path):
+    """Every second of running does 100 units of work, but turns draw pairs of 10 or 50 units each, so raw
+    pairs/s is 10 in some turns and 2 in others; in work units every turn runs at the same speed, and
+    converted with the whole run's pairs per unit (12 pairs / 600 units) that is 2 pairs/s in every turn."""
+    turns = [(0.0, 1.0), (2.0, 3.0), (4.0, 5.0), (6.0, 7.0), (8.0, 9.0)]
+    rows, pairs, slots = [], 0, 0
+    for (_, end), per_pair in zip(turns, [10, 10, 50, 50, 10], strict=True):
+        pairs += 100 // per_pair
+        slots += 100
+        rows.append({"t": end, "pairs": pairs, "tokens": 0, "slots": slots, "scores": 0})
+    path = tmp_path / "m.progress"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = benchlib.rates(path, turns, work=lambda d: d["slots"])
+    assert (r["pairs_per_s_min"], r["pairs_per_s_max"]) == (2.0, 10.0)  # the data, not the machine
+    total = rows[-1]["pairs"] / rows[-1]["slots"] * 100  # pairs a second at 100 units a second
+    assert r["work_pairs_per_s"] == pytest.approx(total)
+    assert r["work_pairs_per_s_min"] == pytest.approx(total) and r["work_pairs_per_s_max"] == pytest.approx(total)
+    assert r["overall_pairs_per_s"] == pytest.approx(rows[-1]["pairs"] / 5)
