@@ -225,10 +225,10 @@ def _turns(
     peaks = [matmul_gflops()]
     live = list(commands)
     order = list(commands)
+    done = dict.fromkeys(commands, 0)  # pairs each mode has done, read from its progress after every round
     while live:
         start_at = (len(peaks) - 1) % len(order)
-        done = {m: _last(work / f"{m}.progress").get("pairs", 0) for m in live}
-        running = set(due(done, total_pairs)) if total_pairs else set(live)
+        running = set(due({m: done[m] for m in live}, total_pairs)) if total_pairs else set(live)
         for mode in [m for m in order[start_at:] + order[:start_at] if m in running]:
             p = procs[mode]
             start = time.monotonic()
@@ -245,8 +245,8 @@ def _turns(
                 raise SystemExit(f"{mode} failed (exit {p.returncode}); see {work / f'{mode}.log'}")
         live = [m for m in live if procs[m].poll() is None]
         peaks.append(matmul_gflops())
-        total = sum(_last(work / f"{m}.progress").get("pairs", 0) for m in commands)
-        print(f"  round {len(peaks) - 1}: {total} pairs done so far", flush=True)
+        done = {m: _last(work / f"{m}.progress").get("pairs", 0) for m in commands}
+        print(f"  round {len(peaks) - 1}: {sum(done.values())} pairs done so far", flush=True)
     return turns, peaks
 
 

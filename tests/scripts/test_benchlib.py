@@ -69,7 +69,7 @@ def test_a_mode_ahead_of_the_others_waits_for_them():
 def test_work_rate_removes_which_pairs_a_turn_drew(tmp_path):
     """Every second of running does 100 units of work, but turns draw pairs of 10 or 50 units each, so raw
     pairs/s is 10 in some turns and 2 in others; in work units every turn runs at the same speed, and
-    converted with the whole run's pairs per unit (12 pairs / 600 units) that is 2 pairs/s in every turn."""
+    converted with the whole run's pairs per unit (34 pairs / 500 units) that is 6.8 pairs/s in every turn."""
     turns = [(0.0, 1.0), (2.0, 3.0), (4.0, 5.0), (6.0, 7.0), (8.0, 9.0)]
     rows, pairs, slots = [], 0, 0
     for (_, end), per_pair in zip(turns, [10, 10, 50, 50, 10], strict=True):
