@@ -7,7 +7,8 @@
 Modes (all: 8 pairs per optimizer step, the same optimizer steps, the same random-init Llama — small:
 hidden 256, 4 layers, ~5M parameters; medium: hidden 512, 8 layers, ~30M — on the same token ids of
 the same real harmless-base pairs, one epoch, lr 1e-4, linear decay, no warm-up, fp32, gradient
-checkpointing off):
+checkpointing off; every worker keeps the memory a step frees for the next, as rm's training loop does on
+the CPU, `rm/data/heap.py`, TRL's included):
 - trl, trl-grouped: TRL's RewardTrainer, random batches / `train_sampling_strategy="group_by_length"`
   (TRL's own length-grouped batches, taken in a seeded random order: see `shuffled_batches`);
 - rm-padded, rm-padded-grouped: rm's padded layout (two rows a pair), random / length-grouped batches;
@@ -136,6 +137,7 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
     from rm.collate.padded import PaddedCollator
     from rm.collate.planner import PairBatches
     from rm.data.encode import EncodedPair
+    from rm.data.heap import hold_freed_memory
     from rm.evaluation.summary import summarize
     from rm.model.reward import RewardModel, pair_rewards
 
@@ -202,6 +204,7 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
             counts.update(pairs=0, tokens=0, slots=0, scores=0)
 
     trainer = Counting(model=model, args=args, train_dataset=train, processing_class=tok, callbacks=[Clock()])
+    hold_freed_memory()  # the allocator setting rm's loop makes on the CPU: the modes differ in layout only
     trainer.train()
     # Held-out accuracy measured the same way for every mode: rm's padded scoring of the same ids.
     held = [EncodedPair(p["prompt"], p["chosen"], p["rejected"], 0, index=i) for i, p in enumerate(ids["eval"])]

@@ -191,16 +191,23 @@ def conduct(
     """Run the workers in turns; return ({mode: [(start, end), ...]}, matmul GFLOP/s samples).
     With `total_pairs` (what each mode does in all), a mode ahead of the others skips rounds (`due`).
 
-    Whatever ends the run (a worker failing, Ctrl-C), no worker outlives it: a paused worker ignores
-    SIGTERM until continued, and left behind it holds its memory (six ~30M-model workers fill 24 GB)."""
+    Whatever ends the run (a worker failing, Ctrl-C, a `kill`), no worker outlives it: a paused worker ignores
+    SIGTERM until continued, and left behind it holds its memory (six ~30M-model workers fill 24 GB).
+    SIGTERM ends Python without running `finally`, so here it raises SystemExit instead."""
     procs: dict[str, subprocess.Popen] = {}
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return _turns(commands, work, slice_s, total_pairs, procs)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         for p in procs.values():
             if p.poll() is None:
                 p.kill()  # SIGKILL ends a stopped process too
                 p.wait()
+
+
+def _terminated(signum: int, frame) -> None:
+    raise SystemExit("benchmark terminated (SIGTERM); its workers were stopped")
 
 
 def _turns(

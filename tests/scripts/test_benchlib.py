@@ -1,7 +1,12 @@
 """The benchmarks' clock: a mode's rate counts only the time it actually ran, across paused turns."""
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
@@ -84,3 +89,37 @@ def test_work_rate_removes_which_pairs_a_turn_drew(tmp_path):
     assert r["work_pairs_per_s"] == pytest.approx(total)
     assert r["work_pairs_per_s_min"] == pytest.approx(total) and r["work_pairs_per_s_max"] == pytest.approx(total)
     assert r["overall_pairs_per_s"] == pytest.approx(rows[-1]["pairs"] / 5)
+
+
+def test_a_terminated_conductor_leaves_no_worker_behind(tmp_path):
+    """`kill` (or a scheduler's time limit) sends SIGTERM, which ends Python without running `finally`:
+    the conductor must still kill its workers, or a paused one holds its memory until someone finds it."""
+    pid_file = tmp_path / "worker.pid"
+    worker = f"""
+        import os, sys, time
+        sys.path.insert(0, {str(REPO / "scripts")!r})
+        import benchlib
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        benchlib.pause_until_conducted()
+        time.sleep(600)
+    """
+    conductor = f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "scripts")!r})
+        import benchlib
+        from pathlib import Path
+        benchlib.conduct({{"w": [sys.executable, "-c", {textwrap.dedent(worker)!r}]}}, Path({str(tmp_path)!r}), 0.5)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(conductor)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text() and benchlib._state(int(pid_file.read_text())) == "T"):
+        assert time.monotonic() < deadline and proc.poll() is None, "the worker was never set up"
+        time.sleep(0.1)
+    worker_pid = int(pid_file.read_text())
+    time.sleep(1.0)  # into the turns: the worker has been continued, or the matmul peak is being measured
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert err.strip().splitlines() == ["benchmark terminated (SIGTERM); its workers were stopped"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker_pid, 0)
