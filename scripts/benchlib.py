@@ -207,7 +207,7 @@ def conduct(
 
 
 def _terminated(signum: int, frame) -> None:
-    raise SystemExit("benchmark terminated (SIGTERM); its workers were stopped")
+    raise SystemExit("benchmark terminated (SIGTERM); its workers were killed")
 
 
 def _turns(

@@ -1,5 +1,6 @@
 """The benchmarks' clock: a mode's rate counts only the time it actually ran, across paused turns."""
 
+import contextlib
 import json
 import os
 import signal
@@ -111,15 +112,22 @@ def test_a_terminated_conductor_leaves_no_worker_behind(tmp_path):
         benchlib.conduct({{"w": [sys.executable, "-c", {textwrap.dedent(worker)!r}]}}, Path({str(tmp_path)!r}), 0.5)
     """
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(conductor)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (pid_file.exists() and pid_file.read_text() and benchlib._state(int(pid_file.read_text())) == "T"):
-        assert time.monotonic() < deadline and proc.poll() is None, "the worker was never set up"
-        time.sleep(0.1)
-    worker_pid = int(pid_file.read_text())
-    time.sleep(1.0)  # into the turns: the worker has been continued, or the matmul peak is being measured
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 1
-    assert err.strip().splitlines() == ["benchmark terminated (SIGTERM); its workers were stopped"]
-    with pytest.raises(ProcessLookupError):
-        os.kill(worker_pid, 0)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text() and benchlib._state(int(pid_file.read_text())) == "T"):
+            assert time.monotonic() < deadline and proc.poll() is None, "the worker was never set up"
+            time.sleep(0.1)
+        worker_pid = int(pid_file.read_text())
+        time.sleep(1.0)  # into the turns: the worker has been continued, or the matmul peak is being measured
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1
+        assert err.strip().splitlines() == ["benchmark terminated (SIGTERM); its workers were killed"]
+        with pytest.raises(ProcessLookupError):
+            os.kill(worker_pid, 0)
+    finally:  # a failing run of this test must not leave its own stopped processes behind either
+        proc.kill()
+        proc.wait()
+        if pid_file.exists() and pid_file.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
