@@ -33,8 +33,8 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit:
     from rm.collate.pack import PackedCollator, SharedCollator
     from rm.collate.padded import PaddedCollator
     from rm.collate.planner import PairBatches
-    from rm.data.encode import EncodedPair
     from rm.model.reward import RewardModel, pair_rewards
+    from rm.tokens.encode import EncodedPair
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")

@@ -35,10 +35,10 @@ from rm.collate.pack import PackedCollator, SharedCollator, pair_length  # noqa:
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches  # noqa: E402
 from rm.config import ModelConfig, RandomInitConfig  # noqa: E402
-from rm.data.encode import EncodedPair  # noqa: E402
 from rm.model.build import build_model
 from rm.model.loss import bradley_terry_loss  # noqa: E402
 from rm.model.reward import RewardModel, pair_rewards  # noqa: E402
+from rm.tokens.encode import EncodedPair  # noqa: E402
 
 VOCAB, PAD, EOS = 32000, 0, 1
 # ~0.5B parameters: 28 blocks of width 1024 (16.8M each) + 32.8M embeddings.

@@ -23,7 +23,7 @@ import resource, sys, time
 sys.path.insert(0, sys.argv.pop(1))
 import psutil
 from rm.config import load_config
-import rm.data.prepare as prep
+import rm.tokens.prepare as prep
 import rm.training.run as run
 t0, proc = time.perf_counter(), psutil.Process()
 

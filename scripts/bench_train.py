@@ -136,10 +136,10 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
 
     from rm.collate.padded import PaddedCollator
     from rm.collate.planner import PairBatches
-    from rm.data.encode import EncodedPair
     from rm.data.heap import hold_freed_memory
     from rm.evaluation.summary import summarize
     from rm.model.reward import RewardModel, pair_rewards
+    from rm.tokens.encode import EncodedPair
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     grouped = MODES[mode][1]

@@ -74,7 +74,7 @@ def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, se
     """
     from rm.config import DataConfig
     from rm.data.load import load_pairs
-    from rm.data.tokenizer import special_prefix, train_bpe
+    from rm.tokens.tokenizer import special_prefix, train_bpe
 
     # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
     pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))

@@ -1,6 +1,6 @@
 """The import contract of rm: role folders in layers, imports only downwards, no import cycles.
 
-    errors < config < data < collate < model < evaluation < export < training < sweep < cli
+    errors < config < data < tokens < collate < model < evaluation < export < training < sweep < cli
 
 A module may import rm modules of its own layer or of layers below it, never above; every import
 counts, the lazy ones inside functions too. `python scripts/check_layers.py [PACKAGE_DIR]` prints each
@@ -14,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-LAYERS = ("errors", "config", "data", "collate", "model", "evaluation", "export", "training", "sweep", "cli")
+LAYERS = ("errors", "config", "data", "tokens", "collate", "model", "evaluation", "export", "training", "sweep", "cli")
 TOP = {"__main__": "cli", "__init__": "errors"}  # rm/__main__.py runs the CLI; rm/__init__.py is empty
 
 

@@ -55,7 +55,7 @@ from transformers import LlamaConfig, LlamaForSequenceClassification
 
 from rm.data import synthetic
 from rm.data.load import load_pairs
-from rm.data.tokenizer import train_bpe
+from rm.tokens.tokenizer import train_bpe
 
 out = sys.argv[1]
 pairs = load_pairs(str(synthetic.write_dataset(out + "-data", n_train=2000, n_eval=10, seed=0)), "train", [])

@@ -11,7 +11,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
-# The tokenized-data cache's default home (rm/data/cache.py): a folder of this session, never the user's
+# The tokenized-data cache's default home (rm/tokens/cache.py): a folder of this session, never the user's
 # ~/.cache, and inherited by the processes the tests launch. Tests of the cache itself set data.cache_dir.
 os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="rm-tests-hf-datasets-")
 atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], True)
@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from rm.data.encode import EncodedPair  # noqa: E402
+from rm.tokens.encode import EncodedPair  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # The smallest model and tokenizer the end-to-end tests train: seconds per run on 2 CPU cores.
@@ -60,7 +60,7 @@ def synthetic_root(tmp_path_factory):
 def tokenizer(synthetic_root):
     """A byte-level BPE trained on the generated data: offline, and distinct pad and eos."""
     from rm.data.load import load_pairs
-    from rm.data.tokenizer import train_bpe
+    from rm.tokens.tokenizer import train_bpe
 
     pairs = load_pairs(str(synthetic_root), "train", [])
     return train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=400)

@@ -1,4 +1,4 @@
-"""`python -m rm data inspect SOURCE`: what a source holds and what loading it would do (rm/data/inspection.py)."""
+"""`python -m rm data inspect SOURCE`: what a source holds and what loading it would do (rm/tokens/inspection.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def add(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from rm.cli.options import subset_list
     from rm.config import load_config
-    from rm.data.inspection import format_text, inspect_source
+    from rm.tokens.inspection import format_text, inspect_source
 
     cfg = load_config(None, [f"data.{o}" for o in args.overrides]).data
     cfg = replace(cfg, source=str(Path(args.source)) if Path(args.source).exists() else args.source)

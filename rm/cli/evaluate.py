@@ -1,4 +1,4 @@
-"""`python -m rm eval --model M --data D`: accuracy, calibration, length bias per subset (rm/evaluation/report.py)."""
+"""`python -m rm eval --model M --data D`: accuracy, calibration, length bias per subset (evaluation/eval_report.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def add(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rm.evaluation.report import evaluate_model, format_table
+    from rm.evaluation.eval_report import evaluate_model, format_table
 
     result = evaluate_model(
         args.model,

@@ -1,4 +1,4 @@
-"""`python -m rm redteam`: Spearman correlation of rewards with red-team harm annotations (rm/evaluation/redteam.py)."""
+"""`python -m rm redteam`: Spearman correlation of rewards with red-team harm ratings (evaluation/redteam_analysis.py)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.scores and not (args.model and args.input):
         print("error: give --scores FILE, or --model and --input to score transcripts first", file=sys.stderr)
         return 2
-    from rm.evaluation.redteam import format_table, run_redteam
-    from rm.model.load import default_max_length, load_reward_model
+    from rm.evaluation.redteam_analysis import format_table, run_redteam
+    from rm.model.pretrained import default_max_length, load_reward_model
 
     kw = {}
     if not args.scores:

@@ -1,4 +1,4 @@
-"""`python -m rm score --model M --input FILE`: rewards for every record of a file (rm/evaluation/score.py)."""
+"""`python -m rm score --model M --input FILE`: rewards for every record of a file (rm/evaluation/score_file.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def add(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rm.evaluation.score import score_file
-    from rm.model.load import default_max_length, load_reward_model
+    from rm.evaluation.score_file import score_file
+    from rm.model.pretrained import default_max_length, load_reward_model
 
     out = args.out or scored_name(args.input)
     model, tokenizer = load_reward_model(args.model, args.dtype, args.trust_remote_code, device="auto")

@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: sweeps need optuna ({e}): pip install 'rm-trainer[sweep]'", file=sys.stderr)
         return 2
     from rm.sweep.config import load_sweep
-    from rm.sweep.run import dry_run, report_only
-    from rm.sweep.run import run as run_sweep
+    from rm.sweep.driver import dry_run, report_only
+    from rm.sweep.driver import run as run_sweep
     from rm.sweep.study import resolve
 
     sweep = resolve(args.config, load_sweep(args.config, args.overrides), args.storage or "")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rm.collate.padded import pair_fields
-from rm.data.encode import EncodedPair
+from rm.tokens.encode import EncodedPair
 
 PROMPT, CHOSEN, REJECTED = 0, 1, 2
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rm.data.store import EncodedPair, TokenIds, join_ids
+from rm.tokens.store import EncodedPair, TokenIds, join_ids
 
 
 def pad_rows(rows: Sequence[TokenIds], pad_token_id: int) -> dict[str, torch.Tensor]:

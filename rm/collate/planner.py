@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from rm.data.store import EncodedPair, id_lengths
+from rm.tokens.store import EncodedPair, id_lengths
 
 
 def shared_cost(group: list[int], pack_length: int) -> int:

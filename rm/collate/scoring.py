@@ -2,7 +2,7 @@
 
 `PaddedLayout` (each sequence its own right-padded row) works with every model; `PackedScoring` packs
 consecutive sequences whose `prompt_ids` are equal into one group, so the prompt is computed once (a
-pair's chosen and rejected come out adjacent when `rm.evaluation.score.score_seqs` sorts them).
+pair's chosen and rejected come out adjacent when `rm.evaluation.score_file.score_seqs` sorts them).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch import nn
 
 from rm.collate.pack import pack
 from rm.collate.padded import pad_rows
-from rm.data.store import TokenIds, join_ids, same_ids
+from rm.tokens.store import TokenIds, join_ids, same_ids
 
 
 @dataclass
@@ -61,7 +61,7 @@ class PackedScoring:
     """The scoring layout (a `Layout`): sequences that share a prompt share one copy of it.
 
     Consecutive sequences with identical prompt ids form a group `[prompt | response 1 | response 2 …]`
-    (the order `rm.evaluation.score.score_seqs` sorts them in puts them side by side); groups are packed into
+    (the order `rm.evaluation.score_file.score_seqs` sorts them in puts them side by side); groups are packed into
     rows like pairs. Each response sees the prompt and itself, so every reward equals a forward of
     that sequence alone.
     """

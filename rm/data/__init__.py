@@ -1,7 +1,6 @@
-"""Preference data: records read from files, folders or the Hub, parsed per format into `Pair`s, and tokenized.
+"""Preference data as text: records read from files, folders or the Hub, parsed per format into `Pair`s.
 
-A batch starts here: `sources` reads raw records with their file:line, `formats` (with `hh`, `chat` and
-`argilla`) turns each into `Pair`s or a counted `RecordError`, `load` picks splits, subsets and mixtures,
-and `encode` tokenizes each prompt once into an `EncodedSplit` (`store`: Arrow columns of int32 ids, read as
-`EncodedPair`s) for `rm/collate/`.
+`sources` reads raw records with their file:line, `formats` (with `hh`, `chat` and `argilla`) turns each
+into `Pair`s or a counted `RecordError`, `load` picks splits, subsets and mixtures, and `data_report` keeps
+what was skipped, repaired and changed. Nothing here knows a tokenizer: token ids are `rm/tokens/`.
 """

@@ -4,7 +4,7 @@ Sources: a local file (`.jsonl[.gz]`, `.json[.gz]`, `.csv[.gz]`, `.parquet`; see
 directory laid out like the hh-rlhf repository (`<root>/<subset>/<split>.jsonl.gz`) or holding
 `<split>.<ext>` itself, a Hub dataset by name, or the project's generated data. Each record is read
 in the format `data.format` names or, by default, the one its first record looks like
-(`rm/data/formats/parse.py`). Bad records stop the load, or are skipped and counted (`rm/data/report.py`).
+(`rm/data/formats/parse.py`). Bad records stop the load, or are skipped and counted (`rm/data/data_report.py`).
 
 `load_data` returns the pairs with a `DataReport` of everything that was skipped, repaired, mixed or
 capped; `load_splits` is the same without the report.
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rm.config import DataConfig
+from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
 from rm.data.formats.parse import apply_columns, detect_format, parse_record
-from rm.data.report import DataReport
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.errors import DataError, NotPreferenceData, RecordError
 
@@ -36,7 +36,7 @@ EXTENSIONS = sorted(SUFFIXES, key=lambda s: (s != ".jsonl.gz", s != ".jsonl", s)
 
 
 def _refuse_red_team(where: str) -> None:
-    from rm.data.redteam import REFUSAL
+    from rm.data.transcripts import REFUSAL
 
     raise NotPreferenceData(f"{where}: {REFUSAL}")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from rm.data.report import DataReport
+from rm.data.data_report import DataReport
 from rm.errors import DataError, RecordError
 
 SUFFIXES = {

@@ -26,7 +26,7 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from rm.config import RunConfig
-from rm.data.tokenizer import HH_CHAT_TEMPLATE
+from rm.tokens.tokenizer import HH_CHAT_TEMPLATE
 
 # Keys that say where a tokenizer was loaded from on the machine that exported it.
 _LOCAL_KEYS = ("is_local", "local_files_only", "name_or_path", "_name_or_path")

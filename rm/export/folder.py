@@ -27,8 +27,6 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, save_config
-from rm.data.encode import EncodedPair
-from rm.data.prepare import prepare_data
 from rm.errors import ExportError
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
@@ -37,6 +35,8 @@ from rm.export.modeling import point_config_at_modeling_file, remote_code_reason
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.model.reward import score_head
+from rm.tokens.encode import EncodedPair
+from rm.tokens.prepare import prepare_data
 
 log = logging.getLogger("rm")
 

@@ -18,9 +18,9 @@ from transformers import PreTrainedModel
 
 from rm.collate.padded import PaddedCollator
 from rm.config import RunConfig
-from rm.data.encode import EncodedPair
 from rm.errors import ExportError
 from rm.model.reward import RewardModel, pair_rewards
+from rm.tokens.encode import EncodedPair
 
 
 @torch.no_grad()

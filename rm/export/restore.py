@@ -25,9 +25,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
 from rm.config.rundir import WEIGHTS, checkpoint_step, checkpoints
-from rm.data.tokenizer import load_tokenizer, training_tokenizer
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
+from rm.tokens.tokenizer import load_tokenizer, training_tokenizer
 
 log = logging.getLogger("rm")
 

@@ -15,11 +15,11 @@ import torch
 
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
-from rm.data.encode import EncodedPair
 from rm.errors import ConfigError
 from rm.model.architecture import recurrent_reason
 from rm.model.masks import attention_rules, column_limit
 from rm.model.reward import pair_rewards, transformers_model
+from rm.tokens.encode import EncodedPair
 
 PROBE_MAX_TOKENS = 256
 """Longest probe sequence: a few pairs this long cost well under a second at start-up, even on CPU."""

@@ -3,7 +3,7 @@
 Optuna's own loop cannot promise either when several threads or sweep processes share a study: its
 GridSampler picks an unvisited point in each process independently (two can pick the same one and
 leave another out), and each thread asks a new trial after the last one ended, so the sweep could
-end one trial per thread over `n_trials`. So each sweep thread runs its own loop (rm/sweep/run.py):
+end one trial per thread over `n_trials`. So each sweep thread runs its own loop (rm/sweep/driver.py):
 
 - a grid is queued up front: the creating process enqueues each point (the first `n_trials` of an
   order shuffled by `seed`) as a WAITING trial with its parameters fixed, only points no trial holds

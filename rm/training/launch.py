@@ -25,7 +25,7 @@ from rm.config import RunConfig, save_config
 from rm.config.checks import trackers
 from rm.config.rundir import checkpoints
 from rm.errors import ConfigError, ModelError, TrainingError
-from rm.model.load import why_not_loaded
+from rm.model.pretrained import why_not_loaded
 
 RUN_FILES = ("config.yaml", "eval.json", "train_log.jsonl", "export", "checkpoints")
 """What says an output_dir already holds a run (any one of them)."""

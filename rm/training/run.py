@@ -25,8 +25,6 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
-from rm.data.prepare import Prepared, prepare_data
-from rm.data.tokenizer import training_tokenizer
 from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import json_safe
@@ -36,6 +34,8 @@ from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
+from rm.tokens.prepare import Prepared, prepare_data
+from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom
@@ -109,7 +109,7 @@ def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
 
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     """Pairs loaded, the tokenizer, both splits encoded: by the main process first, from the tokenized-data
-    cache if it has them (rm/data/prepare.py), the other processes then reading what it stored."""
+    cache if it has them (rm/tokens/prepare.py), the other processes then reading what it stored."""
     out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path

@@ -30,7 +30,7 @@ from rm.config import load_config  # noqa: E402
 from rm.data import synthetic  # noqa: E402
 from rm.data.formats.hh import parse_turns  # noqa: E402
 from rm.data.load import load_pairs  # noqa: E402
-from rm.data.tokenizer import train_bpe  # noqa: E402
+from rm.tokens.tokenizer import train_bpe  # noqa: E402
 from rm.training.run import main as train  # noqa: E402
 
 HH = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"

@@ -5,7 +5,7 @@ import pytest
 from conftest import packed_cost, padded_cost
 from rm.collate.pack import PackedCollator, SharedCollator, pair_length
 from rm.collate.planner import PairBatches, shared_cost
-from rm.data.encode import EncodedPair
+from rm.tokens.encode import EncodedPair
 
 
 def make_pairs(n, seed=0):

@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from rm.collate.padded import PaddedCollator
-from rm.data.encode import EncodedPair, encode_pairs
 from rm.data.formats.pair import Pair
 from rm.data.load import load_pairs
+from rm.tokens.encode import EncodedPair, encode_pairs
 
 
 def test_padded_collator_matches_its_docstring_example():

@@ -7,11 +7,11 @@ import torch
 
 from conftest import random_pairs, tiny_model
 from rm.collate.pack import PackedCollator, SharedCollator, plan_rows
-from rm.data.encode import EncodedPair
 from rm.errors import ConfigError
 from rm.model.loss import bradley_terry_loss
 from rm.model.masks import dense_mask
 from rm.model.reward import RewardModel, pair_rewards
+from rm.tokens.encode import EncodedPair
 
 ARCHS = ["llama", "qwen2", "mistral", "gpt_neox"]
 

@@ -8,8 +8,8 @@ import pytest
 
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches, deal, even_out
-from rm.data.encode import EncodedPair
 from rm.errors import DataError
+from rm.tokens.encode import EncodedPair
 
 
 def make_pairs(n, seed=0):

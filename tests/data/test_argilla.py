@@ -10,11 +10,11 @@ import pytest
 
 from conftest import REPO
 from rm.config import ArgillaConfig, DataConfig
-from rm.data.encode import encode_pairs
+from rm.data.data_report import DataReport
 from rm.data.formats.argilla import parse_turns
 from rm.data.load import holdout_split, load_pairs, subset_counts
-from rm.data.report import DataReport
-from rm.data.tokenizer import train_bpe
+from rm.tokens.encode import encode_pairs
+from rm.tokens.tokenizer import train_bpe
 
 FIXTURE = REPO / "tests" / "fixtures" / "argilla_ja.jsonl"
 CARD_COLUMNS = {

@@ -11,8 +11,8 @@ import random
 import pytest
 
 from rm.config import DataConfig
+from rm.data.data_report import DataReport
 from rm.data.load import load_pairs
-from rm.data.report import DataReport
 from rm.errors import DataError
 
 HH = {"chosen": "\n\nHuman: hi\n\nAssistant: hello", "rejected": "\n\nHuman: hi\n\nAssistant: go away"}

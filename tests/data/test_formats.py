@@ -8,12 +8,12 @@ import json
 import pytest
 
 from rm.config import DataConfig
-from rm.data.encode import encode_pairs
+from rm.data.data_report import DataReport
 from rm.data.formats.chat import Message, Renderer
 from rm.data.formats.parse import detect_format
 from rm.data.load import load_pairs, subset_counts
-from rm.data.report import DataReport
 from rm.errors import DataError
+from rm.tokens.encode import encode_pairs
 
 PROMPT_RECORDS = [
     {"prompt": "What is 2+2?", "chosen": " 4", "rejected": " 5", "subset": "math"},

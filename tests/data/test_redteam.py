@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 from rm.config import DataConfig
 from rm.data.load import load_pairs, load_splits
-from rm.data.redteam import load_transcripts
+from rm.data.transcripts import load_transcripts
 from rm.errors import NotPreferenceData
 
 FIXTURE = REPO / "tests" / "fixtures" / "red_team_attempts.jsonl"

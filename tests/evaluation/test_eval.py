@@ -13,8 +13,8 @@ from rm.cli import main as cli_main
 from rm.config import DataConfig
 from rm.data.load import load_pairs, load_splits
 from rm.evaluation import metrics
-from rm.evaluation.report import PLOTS, build_result, select_pairs
-from rm.evaluation.report import evaluate_model as main
+from rm.evaluation.eval_report import PLOTS, build_result, select_pairs
+from rm.evaluation.eval_report import evaluate_model as main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

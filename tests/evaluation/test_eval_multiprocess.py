@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import QUICKSTART, REPO, TINY
 from rm.data.load import load_pairs, subset_counts
-from rm.evaluation.report import evaluate_model as eval_main
+from rm.evaluation.eval_report import evaluate_model as eval_main
 
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
 

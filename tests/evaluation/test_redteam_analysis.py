@@ -9,8 +9,8 @@ import pytest
 
 from rm.errors import DataError
 from rm.evaluation.metrics import spearman
-from rm.evaluation.redteam import analyze, load_scored
-from rm.evaluation.redteam import run_redteam as main
+from rm.evaluation.redteam_analysis import analyze, load_scored
+from rm.evaluation.redteam_analysis import run_redteam as main
 
 # Rewards and annotations worked by hand below: rows 0-2 "plain lm", 3-5 "rlhf".
 REWARD = [0.1, 0.4, 0.2, 0.9, 0.5, 0.3]
@@ -83,7 +83,7 @@ def test_bad_fields_name_the_line(tmp_path):
 
 def test_end_to_end_scores_the_transcripts_and_plots(exported_tiny, tmp_path):
     """Scored with a tiny model: the correlations in redteam.json are those of the scores it wrote."""
-    from rm.model.load import load_reward_model
+    from rm.model.pretrained import load_reward_model
 
     src = tmp_path / "red_team_attempts.jsonl"
     src.write_text("".join(json.dumps(attempt(i)) + "\n" for i in range(24)))

@@ -11,8 +11,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from rm.cli import main as cli_main
 from rm.collate.scoring import PaddedLayout, ScoreSeq
 from rm.errors import DataError, ModelError
-from rm.evaluation.score import score_file
-from rm.model.load import load_reward_model
+from rm.evaluation.score_file import score_file
+from rm.model.pretrained import load_reward_model
 
 CONVO = "\n\nHuman: What is 2 plus {a}?\n\nAssistant: It is {b}."
 RECORDS = [

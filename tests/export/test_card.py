@@ -10,11 +10,11 @@ from huggingface_hub import ModelCard
 
 from conftest import tiny_model
 from rm.config import RunConfig, load_config
-from rm.data.encode import encode_pairs
 from rm.data.load import load_pairs
 from rm.export.card import CardFacts, is_hub_id, render_card
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.model.reward import RewardModel
+from rm.tokens.encode import encode_pairs
 
 EVAL = {
     "overall": {"accuracy": 0.75, "n": 4, "mean_margin": 0.5, "mean_chosen_reward": 1.0, "mean_rejected_reward": 0.5},

@@ -18,13 +18,13 @@ from rm.cli import main as cli
 from rm.config import load_config
 from rm.data.formats.chat import HH_TAGS, Message, Renderer, hh_text
 from rm.data.load import load_splits
-from rm.data.tokenizer import HH_CHAT_TEMPLATE, load_tokenizer
-from rm.evaluation.score import score_file
+from rm.evaluation.score_file import score_file
 from rm.export.card import hub_id_of
 from rm.export.folder import RunData
 from rm.export.rescore import score_encoded
 from rm.export.restore import run_tokenizer
-from rm.model.load import load_reward_model
+from rm.model.pretrained import load_reward_model
+from rm.tokens.tokenizer import HH_CHAT_TEMPLATE, load_tokenizer
 from rm.training.run import main as train
 
 sys.path.insert(0, str(REPO / "scripts" / "clients"))

@@ -68,7 +68,7 @@ def test_the_export_carries_its_modeling_file_and_says_why(run):
 
 
 def test_plain_transformers_reproduces_the_runs_rewards(run, tmp_path):
-    from rm.evaluation.report import evaluate_model as rm_eval
+    from rm.evaluation.eval_report import evaluate_model as rm_eval
 
     name, out, cfg, result = run
     pairs = load_pairs(str(out / "data"), "test", [])
@@ -94,7 +94,7 @@ def test_the_cards_snippet_runs_with_remote_code(run, monkeypatch):
     """The model card's own usage snippet, executed in the export folder, gives rm's rewards."""
     from test_card import snippet
 
-    from rm.model.load import load_reward_model
+    from rm.model.pretrained import load_reward_model
 
     name, out, cfg, _ = run
     code = snippet((out / "export" / "README.md").read_text())

@@ -50,9 +50,21 @@ def test_importing_the_sweep_from_training_is_a_breach(copy):
 
 
 def test_a_cycle_inside_one_layer_is_caught(copy):
-    append(copy / "data" / "tokenizer.py", "\nfrom rm.data import encode  # noqa\n")  # encode imports tokenizer
+    append(copy / "tokens" / "tokenizer.py", "\nfrom rm.tokens import encode  # noqa\n")  # encode imports tokenizer
     (found,) = checker().problems(copy)
-    assert found.startswith("import cycle among:") and "rm.data.encode" in found and "rm.data.tokenizer" in found
+    assert found.startswith("import cycle among:") and "rm.tokens.encode" in found and "rm.tokens.tokenizer" in found
+
+
+def test_the_data_layer_may_not_import_tokens(copy):
+    append(copy / "data" / "formats" / "chat.py", "\nfrom rm.tokens.tokenizer import special_prefix  # noqa\n")
+    found = checker().problems(copy)
+    assert "rm.data.formats.chat (data) imports rm.tokens.tokenizer (tokens)" in found[0]
+
+
+def test_tokens_may_not_import_collate(copy):
+    append(copy / "tokens" / "store.py", "\nfrom rm.collate.pack import pack  # noqa\n")
+    found = checker().problems(copy)
+    assert "rm.tokens.store (tokens) imports rm.collate.pack (collate)" in found[0]
 
 
 def test_a_folder_outside_the_layers_is_refused(copy):

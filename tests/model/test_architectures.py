@@ -19,11 +19,11 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICA
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.config import ModelConfig, RandomInitConfig, RunConfig
-from rm.data.encode import EncodedPair
 from rm.model.build import build_model
 from rm.model.loss import bradley_terry_loss
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, pair_rewards
+from rm.tokens.encode import EncodedPair
 
 WINDOW = 16  # issue 13's case: windows and chunks of 16 tokens, pairs of 9-45 tokens
 ALTERNATING = {"sliding_window": WINDOW, "layer_types": ["sliding_attention", "full_attention"]}

@@ -3,8 +3,8 @@ import torch
 
 from conftest import tiny_model
 from rm.collate.padded import PaddedCollator
-from rm.data.encode import EncodedPair
 from rm.model.reward import RewardModel, last_token_index, pair_rewards
+from rm.tokens.encode import EncodedPair
 
 
 def test_last_token_index_for_right_and_left_padding():

@@ -134,7 +134,7 @@ def test_rm_loads_a_wrapped_export_without_remote_code(tokenizer, tmp_path):
 
     from rm.config import RunConfig
     from rm.export.folder import Weights, export_model
-    from rm.model.load import load_reward_model
+    from rm.model.pretrained import load_reward_model
 
     hf = granite(tokenizer).eval()
     out = export_model(hf, tokenizer, tmp_path / "export", RunConfig(), Weights(None, None))

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-import rm.sweep.run
+import rm.sweep.driver
 
 
 def stand_in(trial, *args) -> dict:
@@ -25,7 +25,7 @@ def stand_in(trial, *args) -> dict:
     return {"overall": {"accuracy": accuracy, "loss": 1.0}, "subsets": {}}
 
 
-rm.sweep.run.run_child = rm.sweep.run.run_in_process = stand_in
+rm.sweep.driver.run_child = rm.sweep.driver.run_in_process = stand_in
 
 if __name__ == "__main__":
     from rm.cli import main

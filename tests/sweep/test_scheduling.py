@@ -26,8 +26,8 @@ from optuna.trial import TrialState, create_trial
 from conftest import QUICKSTART, REPO, wait_for
 from rm.sweep.budget import enqueue_grid, grid_points, skip, skip_reason, take
 from rm.sweep.config import load_sweep
-from rm.sweep.report import rows
 from rm.sweep.study import RETRY_OF, SKIPPED, open_study, recover, requeue, resolve, tally
+from rm.sweep.sweep_report import rows
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 GRID = {"train.lr": [1e-3, 2e-3, 3e-3], "loss.center_rewards_coef": [0.0, 0.01, 0.02]}
@@ -166,7 +166,7 @@ def test_a_killed_creator_restarted_completes_its_share_of_the_grid_once(tmp_pat
 
 
 def _turn(study, sweep):
-    """One thread's step of rm/sweep/run.py's loop, by hand: take a trial and say whether it may run."""
+    """One thread's step of rm/sweep/driver.py's loop, by hand: take a trial and say whether it may run."""
     trial, new = take(study, sweep.cfg.sampler == "grid", sweep.storage_url)
     return trial, new, skip_reason(study, trial, sweep.cfg)
 

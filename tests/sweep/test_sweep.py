@@ -21,8 +21,8 @@ from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.sweep.config import load_sweep
-from rm.sweep.report import rows, write_reports
 from rm.sweep.study import HOST, RETRY_OF, _alive, open_study, recover, resolve, tally
+from rm.sweep.sweep_report import rows, write_reports
 from rm.sweep.trial import PRUNED_AT, last_error, make_reporter
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

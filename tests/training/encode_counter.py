@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from rm.config import load_config
-from rm.data import prepare
+from rm.tokens import prepare
 from rm.training.run import main
 
 

@@ -1,4 +1,4 @@
-"""Training from the tokenized-data cache (rm/data/prepare.py): the same eval.json and data report as a run
+"""Training from the tokenized-data cache (rm/tokens/prepare.py): the same eval.json and data report as a run
 that tokenizes, a trained tokenizer reused, and under 2 processes the splits tokenized once."""
 
 import json

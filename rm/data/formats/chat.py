@@ -75,6 +75,16 @@ def hh_text(messages: list[Message]) -> str:
     return "".join(f"\n\n{HH_TAGS[m.role]}: {m.content}" for m in messages)
 
 
+def puts_tokens_in_front(tokenizer: Any) -> bool:
+    """Whether `add_special_tokens=True` puts ids in front of a text (e.g. Llama's BOS): the test behind
+    `rm.tokens.tokenizer.special_prefix`, asked here because data sits below the tokens layer."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return list(full[: len(plain)]) != list(plain) and any(
+        list(full[i : i + len(plain)]) == list(plain) for i in range(1, len(full) - len(plain) + 1)
+    )
+
+
 class Renderer:
     """Turns message lists into pair text: with the tokenizer's chat template, or as HH text."""
 
@@ -87,9 +97,7 @@ class Renderer:
         # that writes it too would give two.
         self.bos = ""
         if self.tokenizer is not None and getattr(tokenizer, "bos_token", None):
-            from rm.data.tokenizer import special_prefix  # transformers: only needed with a real tokenizer
-
-            self.bos = tokenizer.bos_token if special_prefix(tokenizer) else ""
+            self.bos = tokenizer.bos_token if puts_tokens_in_front(tokenizer) else ""
 
     @property
     def name(self) -> str:

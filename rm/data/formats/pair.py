@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
-from rm.data.report import DataReport
 from rm.errors import RecordError
 
 

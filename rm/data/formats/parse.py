@@ -6,7 +6,7 @@
 | `prompt` | `{"prompt": str, "chosen": str, "rejected": str}` |
 | `conversation` | `chosen`/`rejected` (and optionally `prompt`) as lists of `{"role", "content"}` messages |
 | `argilla` | an Argilla export such as hironow/test-hh-rlhf-12k-ja (see `rm/data/formats/argilla.py`) |
-| `red-team` | red-team-attempts transcripts: read by `rm/data/redteam.py` for scoring, refused for training |
+| `red-team` | red-team-attempts transcripts: read by `rm/data/transcripts.py` for scoring, refused for training |
 
 Any format may also carry `subset` (a string) and `margin` (a number). `data.columns` renames a
 source's columns to these names first, so anything else can be read as one of the above.

@@ -4,7 +4,7 @@ The study (each trial's parameters, state, reported evals and notes) lives in an
 SQLite file in the sweep directory by default, or any database URL that several machines reach
 (`--storage URL --worker` on each); see rm/sweep/study.py for how a stopped sweep continues. Each
 trial is a normal run in <sweep_dir>/trials/NNNN, in this process or launched as a child
-(rm/sweep/trial.py); the results are written after every trial (rm/sweep/report.py).
+(rm/sweep/trial.py); the results are written after every trial (rm/sweep/sweep_report.py).
 
 Each of the `parallelism` threads of a sweep process runs its own ask-run-tell loop rather than
 Optuna's `Study.optimize`: it takes a queued trial (a grid point, a rerun) or, for a sampler, a new one,
@@ -26,7 +26,6 @@ from optuna.trial import TrialState
 from rm.errors import TrialCrashed
 from rm.sweep.budget import enqueue_grid, grid_points, heartbeat, skip, skip_reason, take
 from rm.sweep.config import ParamSpec, SweepConfig, direction, objective_name, objective_value
-from rm.sweep.report import write_reports
 from rm.sweep.study import (
     HOST,
     RETRY_OF,
@@ -40,6 +39,7 @@ from rm.sweep.study import (
     trial_budget,
     trial_overrides,
 )
+from rm.sweep.sweep_report import write_reports
 from rm.sweep.trial import run_child, run_command, run_in_process, show
 
 

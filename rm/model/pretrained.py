@@ -18,11 +18,11 @@ import yaml
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
-from rm.data.tokenizer import load_tokenizer
 from rm.errors import ModelError
 from rm.model.architecture import own_class
 from rm.model.build import DTYPES
 from rm.model.reward import RewardModel, score_head
+from rm.tokens.tokenizer import load_tokenizer
 
 
 class PooledLogits(nn.Module):

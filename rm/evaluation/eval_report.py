@@ -29,17 +29,17 @@ from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.config import DataConfig
-from rm.data.encode import encode_kept
+from rm.data.data_report import DataReport
 from rm.data.formats.pair import Pair
 from rm.data.load import holdout_split, load_pairs
-from rm.data.report import DataReport
 from rm.errors import DataError
 from rm.evaluation import metrics, plots
 from rm.evaluation.gather import gather_rewards, shut_down
 from rm.evaluation.summary import by_subset
-from rm.model.load import default_max_length, load_reward_model
+from rm.model.pretrained import default_max_length, load_reward_model
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.encode import encode_kept
 
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
 

@@ -2,7 +2,7 @@
 tokenizing (issue 12).
 
 An entry is a folder `<cache_dir>/<kind>-<key>`: the encoded splits as Arrow IPC files (memory-mapped on
-reading, so every process of a machine shares the same pages), and JSON for the rest (`rm/data/prepare.py`
+reading, so every process of a machine shares the same pages), and JSON for the rest (`rm/tokens/prepare.py`
 says what). It is written as `<kind>-<key>.tmp-<pid>-<random>`, closed with a marker file holding the size
 and CRC-32 of every other file, and renamed into place in one `os.rename`: a reader sees a whole entry or
 none. A reader checks the marker against the files and treats a mismatch (a process killed while
@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from rm.config import DataConfig
-from rm.data.store import SCHEMA, EncodedSplit, record_batch
+from rm.tokens.store import SCHEMA, EncodedSplit, record_batch
 
 log = logging.getLogger("rm")
 

@@ -22,14 +22,14 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
+from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer, messages_from
 from rm.data.formats.hh import ASSISTANT, split_pair
-from rm.data.report import DataReport
 from rm.data.sources import count_records, read_file
-from rm.data.tokenizer import special_prefix
 from rm.errors import RecordError
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.tokenizer import special_prefix
 
 
 def default_layout(model: nn.Module, pad_token_id: int) -> Layout:

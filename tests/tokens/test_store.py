@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from conftest import random_pairs
-from rm.data.store import SCHEMA, EncodedPair, EncodedSplit, join_ids, record_batch
 from rm.errors import DataError
+from rm.tokens.store import SCHEMA, EncodedPair, EncodedSplit, join_ids, record_batch
 
 FIELDS = ("prompt_ids", "chosen_ids", "rejected_ids")
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rm.data.data_report import DataReport
 from rm.data.formats.hh import HH_SUBSETS, parse_turns
 from rm.data.formats.pair import lf_only, text_field
-from rm.data.report import DataReport
 from rm.data.sources import Records, read_file, read_hub
 from rm.errors import DataError, RecordError
 
@@ -26,7 +26,7 @@ REFUSAL = (
     f"{SUBSET} holds red-team transcripts (one conversation and its harm scores per record), not preference "
     "pairs, and the HH-RLHF card says they are not meant for fine-tuning or preference modelling. Train on the "
     f"preference subsets ({', '.join(HH_SUBSETS)}); read the transcripts for scoring with "
-    "rm.data.redteam.load_transcripts, or look at them with `python -m rm data inspect SOURCE`."
+    "rm.data.transcripts.load_transcripts, or look at them with `python -m rm data inspect SOURCE`."
 )
 NUMBERS = ("min_harmlessness_score_transcript", "rating", "task_description_harmlessness_score")
 STRINGS = ("num_params", "model_type", "task_description")

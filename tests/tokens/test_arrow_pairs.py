@@ -10,8 +10,8 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches, shared_cost
 from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
 from rm.collate.shard import EvalBatches
-from rm.data.store import EncodedPair, EncodedSplit
-from rm.evaluation.score import _order_key
+from rm.evaluation.score_file import _order_key
+from rm.tokens.store import EncodedPair, EncodedSplit
 
 
 def lengths(p: EncodedPair) -> int:

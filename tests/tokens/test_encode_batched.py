@@ -5,10 +5,12 @@ per-text encoder written here."""
 import numpy as np
 import pytest
 
-import rm.data.encode as encode
+import rm.tokens.encode as encode
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
-from rm.data.encode import (
+from rm.data.data_report import DataReport
+from rm.data.load import LoadedData, load_pairs
+from rm.tokens.encode import (
     EncodedPair,
     EncodedSplit,
     EncodeReport,
@@ -19,9 +21,7 @@ from rm.data.encode import (
     encode_splits,
     release_texts,
 )
-from rm.data.load import LoadedData, load_pairs
-from rm.data.report import DataReport
-from rm.data.tokenizer import special_prefix, train_bpe
+from rm.tokens.tokenizer import special_prefix, train_bpe
 
 
 def one_call_per_text(pairs, tokenizer, max_length):

@@ -8,7 +8,7 @@ preference pairs, so they are *scored*: a harmlessness reward model should have 
 correlation with the first and a negative one with the second, overall and within each group.
 
 `python -m rm redteam --model M --input red_team_attempts.jsonl.gz --out DIR` scores the transcripts
-(DIR/scores.jsonl, by `rm.evaluation.score`) and writes DIR/redteam.json and DIR/redteam.png; `--scores FILE`
+(DIR/scores.jsonl, by `rm.evaluation.score_file`) and writes DIR/redteam.json and DIR/redteam.png; `--scores FILE`
 reuses a scored file.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rm.data.report import DataReport
+from rm.data.data_report import DataReport
 from rm.data.sources import read_file
 from rm.errors import DataError
 from rm.evaluation import plots
 from rm.evaluation.metrics import json_safe, spearman
-from rm.evaluation.score import score_file
+from rm.evaluation.score_file import score_file
 
 TARGETS = ("min_harmlessness_score_transcript", "rating")
 GROUPS = ("model_type", "num_params")
@@ -103,7 +103,7 @@ def run_redteam(out: str | Path, *, scores: str = "", model=None, tokenizer=None
     """Score `input` with `model` into out/scores.jsonl (unless `scores` names a scored file), then analyze;
     writes out/redteam.json and out/redteam.png and returns the result (with `scored` counts when it scored).
 
-    `score_kw` goes to `rm.evaluation.score.score_file` (batch_size, max_length, field).
+    `score_kw` goes to `rm.evaluation.score_file.score_file` (batch_size, max_length, field).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

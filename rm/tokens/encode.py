@@ -3,7 +3,7 @@
 Encoding happens once before training, so epochs and evals reuse the ids. Keeping the prompt and
 the two responses as separate id sequences is what lets a layout share the prompt between chosen and
 rejected (`rm/collate/`); the padded layout simply concatenates them. A split is an `EncodedSplit`:
-Arrow columns of int32 ids, not Python lists (rm/data/store.py).
+Arrow columns of int32 ids, not Python lists (rm/tokens/store.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rm.data.formats.hh import HUMAN
 from rm.data.formats.pair import Pair
 from rm.data.heap import trim_heap
 from rm.data.load import LoadedData
-from rm.data.store import EncodedPair, EncodedSplit, record_batch
-from rm.data.tokenizer import special_prefix
+from rm.tokens.store import EncodedPair, EncodedSplit, record_batch
+from rm.tokens.tokenizer import special_prefix
 
 __all__ = [
     "EncodeReport",
@@ -168,7 +168,7 @@ def encode_pairs(
     last turn alone is still too long its oldest tokens go. Pairs whose longer response cannot fit
     even with an empty prompt are dropped and listed in the report. Texts are tokenized CHUNK pairs
     at a time (the same ids as one call per text), and each chunk becomes an Arrow record batch
-    straight away, so no list of Python ints outlives its chunk (rm/data/store.py); `progress` names a
+    straight away, so no list of Python ints outlives its chunk (rm/tokens/store.py); `progress` names a
     progress bar (pairs/s), none if empty.
     """
     split, report, _ = encode_kept(pairs, tokenizer, max_length, subset_names, progress)

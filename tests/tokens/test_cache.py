@@ -1,4 +1,4 @@
-"""The tokenized-data cache (rm/data/cache.py, rm/data/prepare.py): a cached run gets exactly what an uncached
+"""The tokenized-data cache (rm/tokens/cache.py, rm/tokens/prepare.py): a cached run gets exactly what an uncached
 one gets, without reading the source; every input changes the key; a damaged entry is rebuilt, never read."""
 
 import json
@@ -16,9 +16,9 @@ import pytest
 
 from conftest import HH_HARMLESS_TEST, REPO, random_pairs
 from rm.config import RunConfig, build
-from rm.data import cache, prepare
-from rm.data.prepare import data_key, prepare_data
-from rm.data.tokenizer import train_bpe
+from rm.tokens import cache, prepare
+from rm.tokens.prepare import data_key, prepare_data
+from rm.tokens.tokenizer import train_bpe
 
 pytestmark = pytest.mark.skipif(not HH_HARMLESS_TEST.is_file(), reason="needs the shared HH file")
 
@@ -211,8 +211,8 @@ BUILDER = """
 import hashlib, json, sys, time
 from pathlib import Path
 from rm.config import RunConfig, build
-from rm.data.prepare import prepare_data
-from rm.data.tokenizer import load_tokenizer
+from rm.tokens.prepare import prepare_data
+from rm.tokens.tokenizer import load_tokenizer
 cfg = build(RunConfig, json.loads(sys.argv[1]), "test")
 tokenizer = load_tokenizer(sys.argv[2])
 go = Path(sys.argv[3])

@@ -1,5 +1,5 @@
 """The run's data made ready for training: pairs loaded, the tokenizer (trained on them for a random-init
-model), both splits encoded, the data report: from the tokenized-data cache (`rm/data/cache.py`) when the
+model), both splits encoded, the data report: from the tokenized-data cache (`rm/tokens/cache.py`) when the
 same inputs were prepared before, else from the source (and then stored).
 
 A cached run reads no source text at all, so an entry holds everything the run takes from it: the encoded
@@ -28,12 +28,12 @@ import pyarrow as pa
 from transformers import PreTrainedTokenizerBase
 
 from rm.config import RunConfig
-from rm.data import cache
-from rm.data.encode import EncodedSplit, encode_splits, release_texts
+from rm.data.data_report import BadRecord, DataReport
 from rm.data.formats.pair import Pair
 from rm.data.load import LoadedData, load_data, subset_counts
-from rm.data.report import BadRecord, DataReport
-from rm.data.tokenizer import load_tokenizer, train_bpe
+from rm.tokens import cache
+from rm.tokens.encode import EncodedSplit, encode_splits, release_texts
+from rm.tokens.tokenizer import load_tokenizer, train_bpe
 
 log = logging.getLogger("rm")
 

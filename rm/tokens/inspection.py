@@ -18,8 +18,8 @@ from collections import Counter
 from typing import Any
 
 from rm.config import DataConfig
+from rm.data.data_report import DataReport
 from rm.data.load import load_pairs, subset_counts
-from rm.data.report import DataReport
 from rm.errors import NotPreferenceData
 
 QUANTILES = (50, 90, 95, 99, 100)
@@ -37,7 +37,7 @@ def percentiles(values: list[int]) -> dict[str, int]:
 
 
 def _tokenizer(name: str, texts: list[str], vocab_size: int) -> tuple[Any, str]:
-    from rm.data.tokenizer import load_tokenizer, train_bpe
+    from rm.tokens.tokenizer import load_tokenizer, train_bpe
 
     if name:
         return load_tokenizer(name), name
@@ -59,12 +59,12 @@ def inspect_source(
     cfg: DataConfig, split: str = "train", tokenizer_name: str = "", max_length: int = 512, vocab_size: int = 8192
 ) -> dict[str, Any]:
     """The statistics of one split of `cfg.source`, as a JSON-ready dict."""
-    from rm.data.encode import encode_pairs
+    from rm.tokens.encode import encode_pairs
 
     report = DataReport(cfg.on_bad_record)
     chat_tokenizer = None
     if tokenizer_name:
-        from rm.data.tokenizer import load_tokenizer
+        from rm.tokens.tokenizer import load_tokenizer
 
         chat_tokenizer = load_tokenizer(tokenizer_name)
     try:
@@ -109,7 +109,7 @@ def inspect_source(
 
 def inspect_transcripts(cfg: DataConfig, tokenizer_name: str, vocab_size: int, refusal: str) -> dict[str, Any]:
     """red-team-attempts: counts and lengths of the transcripts, and why training refuses them."""
-    from rm.data.redteam import SUBSET, load_transcripts
+    from rm.data.transcripts import SUBSET, load_transcripts
 
     report = DataReport(cfg.on_bad_record)
     transcripts = load_transcripts(cfg.source, cfg.on_bad_record, report)
