@@ -1,4 +1,4 @@
-"""`python -m rm redteam`: Spearman correlation of rewards with red-team harm ratings (evaluation/redteam_analysis.py)."""
+"""`python -m rm redteam`: Spearman correlation of rewards with red-team harm ratings (redteam_analysis.py)."""
 
 from __future__ import annotations
 
