@@ -37,8 +37,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=benchlib.REPO / "runs" / "bench_commits")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    prep = benchlib.prepare(benchlib.DEFAULT_DATA, args.work, args.n_eval, 512, 8192, 0, args.limit)
-    print(f"{len(prep.train)} train / {len(prep.eval)} held-out pairs")
+    bench = benchlib.bench_pairs(benchlib.DEFAULT_DATA, args.work, args.n_eval, 512, 8192, 0, args.limit)
+    print(f"{len(bench.train)} train / {len(bench.eval)} held-out pairs")
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"old": checkout(args.old, Path(tmp) / "old")}
         trees["new"] = checkout(args.new, Path(tmp) / "new") if args.new else benchlib.REPO
@@ -56,7 +56,7 @@ def main() -> None:
 
 
 def run(trees: dict[str, Path], work: Path, slice_s: float) -> dict[str, dict]:
-    """Each tree's workers in their own folder (sharing the prepared data and tokenizer), conducted together."""
+    """Each tree's workers in their own folder (sharing the benchmark's pairs and tokenizer), conducted together."""
     commands = {}
     for name, tree in trees.items():
         folder = work / name

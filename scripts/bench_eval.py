@@ -34,12 +34,13 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int, passes: int, limit:
     from rm.collate.padded import PaddedCollator
     from rm.collate.planner import PairBatches
     from rm.model.reward import RewardModel, pair_rewards
-    from rm.tokens.encode import EncodedPair
+    from rm.tokens.store import EncodedGroup
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")
     pairs = [
-        EncodedPair(p["prompt"], p["chosen"], p["rejected"], 0, index=i) for i, p in enumerate(all_pairs(work, limit))
+        EncodedGroup.pair(p["prompt"], p["chosen"], p["rejected"], 0, index=i)
+        for i, p in enumerate(all_pairs(work, limit))
     ]
     layout = mode.removeprefix("rm-")
     model = RewardModel(benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)).eval()
@@ -125,9 +126,9 @@ def main() -> None:
             rm_worker(args.worker, args.work, args.seed, args.budget, args.passes, args.limit)
         return
     modes = args.modes.split(",")
-    prep = benchlib.prepare(args.data, args.work, 381, 512, 8192, args.seed, 0)
+    bench = benchlib.bench_pairs(args.data, args.work, 381, 512, 8192, args.seed, 0)
     n = len(all_pairs(args.work, args.limit))
-    print(f"scoring {n} pairs x {args.passes} passes per mode ({prep.dropped} longer than 512 left out)")
+    print(f"scoring {n} pairs x {args.passes} passes per mode ({bench.dropped} longer than 512 left out)")
     for m in modes:
         (args.work / f"{m}.progress").unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]

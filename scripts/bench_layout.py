@@ -31,14 +31,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rm.collate.pack import PackedCollator, SharedCollator, pair_length  # noqa: E402
+from rm.collate.pack import PackedCollator, SharedCollator, group_length  # noqa: E402
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches  # noqa: E402
 from rm.config import ModelConfig, RandomInitConfig  # noqa: E402
 from rm.model.build import build_model
 from rm.model.loss import bradley_terry_loss  # noqa: E402
 from rm.model.reward import RewardModel, pair_rewards  # noqa: E402
-from rm.tokens.encode import EncodedPair  # noqa: E402
+from rm.tokens.store import EncodedGroup  # noqa: E402
 
 VOCAB, PAD, EOS = 32000, 0, 1
 # ~0.5B parameters: 28 blocks of width 1024 (16.8M each) + 32.8M embeddings.
@@ -52,7 +52,7 @@ SHAPE = RandomInitConfig(
 )
 
 
-def hh_like_pairs(n: int, seed: int) -> list[EncodedPair]:
+def hh_like_pairs(n: int, seed: int) -> list[EncodedGroup]:
     rng = random.Random(seed)
 
     def length(median: float, lo: int, hi: int) -> int:
@@ -62,7 +62,7 @@ def hh_like_pairs(n: int, seed: int) -> list[EncodedPair]:
         return [rng.randrange(2, VOCAB) for _ in range(k)]
 
     return [
-        EncodedPair(ids(length(150, 8, 1500)), ids(length(50, 2, 400)), ids(length(50, 2, 400)), 0, index=i)
+        EncodedGroup.pair(ids(length(150, 8, 1500)), ids(length(50, 2, 400)), ids(length(50, 2, 400)), 0, index=i)
         for i in range(n)
     ]
 
@@ -87,7 +87,7 @@ def collator(layout: str):
 
 
 @torch.no_grad()
-def agreement(model: RewardModel, pairs: list[EncodedPair], device: str) -> float:
+def agreement(model: RewardModel, pairs: list[EncodedGroup], device: str) -> float:
     """Largest reward difference of the packed and shared layouts from padded on the same pairs."""
     model.eval()
     got = []
@@ -167,8 +167,8 @@ def main() -> int:
         shape.max_position_embeddings = 4096
     began = time.perf_counter()
     pairs = hh_like_pairs(args.pairs, seed=0)
-    tokens = sum(pair_length(p) for p in pairs) / len(pairs)
-    prompt = sum(2 * len(p.prompt_ids) for p in pairs) / sum(pair_length(p) + len(p.prompt_ids) for p in pairs)
+    tokens = sum(group_length(p) for p in pairs) / len(pairs)
+    prompt = sum(2 * len(p.prompt_ids) for p in pairs) / sum(group_length(p) + len(p.prompt_ids) for p in pairs)
     rows, n_params = [], 0
     for attn in args.attn:
         if time.perf_counter() - began > args.budget:

@@ -139,7 +139,7 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
     from rm.data.heap import hold_freed_memory
     from rm.evaluation.summary import summarize
     from rm.model.reward import RewardModel, pair_rewards
-    from rm.tokens.encode import EncodedPair
+    from rm.tokens.store import EncodedGroup
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     grouped = MODES[mode][1]
@@ -207,7 +207,7 @@ def trl_worker(mode: str, work: Path, seed: int) -> None:
     hold_freed_memory()  # the allocator setting rm's loop makes on the CPU: the modes differ in layout only
     trainer.train()
     # Held-out accuracy measured the same way for every mode: rm's padded scoring of the same ids.
-    held = [EncodedPair(p["prompt"], p["chosen"], p["rejected"], 0, index=i) for i, p in enumerate(ids["eval"])]
+    held = [EncodedGroup.pair(p["prompt"], p["chosen"], p["rejected"], 0, index=i) for i, p in enumerate(ids["eval"])]
     scorer = RewardModel(trainer.model).eval()
     collate = PaddedCollator(tok.pad_token_id)
     chosen, rejected = [], []
@@ -325,18 +325,18 @@ def main() -> None:
             rm_worker(args.worker, args.work, args.seed, args.budget)
         return
     modes = args.modes.split(",")
-    prep = benchlib.prepare(args.data, args.work, args.n_eval, 512, 8192, args.seed, args.limit)
-    print(f"{len(prep.train)} train / {len(prep.eval)} held-out pairs ({prep.dropped} longer than 512 left out); "
+    bench = benchlib.bench_pairs(args.data, args.work, args.n_eval, 512, 8192, args.seed, args.limit)
+    print(f"{len(bench.train)} train / {len(bench.eval)} held-out pairs ({bench.dropped} longer than 512 left out); "
           f"model: {args.size} {benchlib.MODEL}")  # fmt: skip
     for m in modes:
         (args.work / f"{m}.progress").unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed), "--budget", str(args.budget)]
     cmd += ["--size", args.size]
     commands = {m: cmd + ["--worker", m] for m in modes}
-    turns, peaks = benchlib.conduct(commands, args.work, args.slice, total_pairs=len(prep.train))
+    turns, peaks = benchlib.conduct(commands, args.work, args.slice, total_pairs=len(bench.train))
     # kept beside the progress files, so a run's figures can be recomputed (benchlib.rates) without rerunning it
     (args.work / "turns.json").write_text(json.dumps({"turns": turns, "peaks": peaks}))
-    rows = report(args.work, modes, turns, peaks, prep.train)
+    rows = report(args.work, modes, turns, peaks, bench.train)
     print(benchlib.summary_line(rows, extra_summary(rows)))
 
 

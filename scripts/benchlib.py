@@ -54,7 +54,7 @@ def set_size(name: str) -> None:
 
 
 @dataclass
-class Prepared:
+class BenchPairs:
     """Token ids every mode uses, so all of them train on exactly the same pairs and tokens."""
 
     work: Path
@@ -64,16 +64,19 @@ class Prepared:
     """{"prompt": ids, "chosen": ids, "rejected": ids} per training pair."""
     eval: list[dict]
     dropped: int
+    """Pairs left out because they do not fit `max_length` whole."""
 
 
-def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, seed: int, limit: int) -> Prepared:
-    """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE, keep pairs that fit.
+def bench_pairs(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, seed: int, limit: int) -> BenchPairs:
+    """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE, keep the pairs that fit whole.
 
-    Pairs whose prompt + longer response exceed `max_length` are left out for every mode alike
-    (TRL drops them; rm would cut their prompts), so the modes compare on identical work.
+    A pair that rm's rule (rm/tokens/fit.py) would change to fit `max_length` (a prompt cut, or the pair
+    dropped because a response alone is too long) is left out for every mode alike: TRL drops it, rm would cut
+    its prompt, so the modes compare on identical work.
     """
     from rm.config import DataConfig
     from rm.data.load import load_pairs
+    from rm.tokens.fit import fit_group
     from rm.tokens.tokenizer import special_prefix, train_bpe
 
     # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
@@ -90,11 +93,12 @@ def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, se
         out, dropped = [], 0
         for p in group:
             ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in PARTS}
-            ids["prompt"] = prefix + ids["prompt"]
-            if len(ids["prompt"]) + max(len(ids["chosen"]), len(ids["rejected"])) > max_length:
+            # No shorter prompts to try: a prompt that would lose anything leaves the pair out.
+            fitted = fit_group(ids["prompt"], [ids["chosen"], ids["rejected"]], max_length, prefix, list)
+            if fitted.dropped or fitted.truncated:
                 dropped += 1
                 continue
-            out.append({**ids, "text": (p.prompt, p.chosen, p.rejected)})
+            out.append({**ids, "prompt": fitted.prompt_ids, "text": (p.prompt, p.chosen, p.rejected)})
         return out, dropped
 
     train_ids, d1 = encode(train)
@@ -110,7 +114,7 @@ def prepare(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, se
     for g in train_ids + eval_ids:
         del g["text"]
     (work / "ids.json").write_text(json.dumps({"train": train_ids, "eval": eval_ids}))
-    return Prepared(work, work / "tokenizer", work / "hh", train_ids, eval_ids, d1 + d2)
+    return BenchPairs(work, work / "tokenizer", work / "hh", train_ids, eval_ids, d1 + d2)
 
 
 def load_ids(work: Path) -> dict:

@@ -2,13 +2,18 @@
 
     python scripts/make_scale_data.py /tmp/hh-scale                 # 40,000 train + 2,000 test pairs x 4 subsets
     python scripts/make_scale_data.py /tmp/hh-scale --train 1000 --test 100
+    python scripts/make_scale_data.py /tmp/hh-real --variant tagged # the real conversations, word for word
 
-The pairs are the shared real harmless-base file (2,312 pairs) over and over, each copy varied by
-rotating the words of its first human turn by a seeded offset (lengths, turn structure and the
-chosen/rejected split are the real ones), so copies of a pair mostly differ. Only the layout and the sizes are
-realistic; nothing here is meant for training a useful model. Subsets are named as HH's
+The pairs are the shared real harmless-base file (2,312 pairs) over and over. `--variant rotated` (the
+default, the set issue 12 was tuned on) varies each copy by rotating the words of its first human turn
+by a seeded offset (lengths, turn structure and the chosen/rejected split are the real ones), so copies of
+a pair mostly differ. `--variant tagged` (issue 24) keeps every copy's text as written, all its turns,
+and puts a tag unique in the whole directory ("[#000042] ") at the start of its first human turn, so no two
+pairs are equal and tokenizing and truncation see the real conversations. Only the layout and the sizes
+are realistic; nothing here is meant for training a useful model. Subsets are named as HH's
 (`harmless-base`, `helpful-base`, `helpful-online`, `helpful-rejection-sampled`); each holds
-`train.jsonl.gz` and `test.jsonl.gz`, read with `data.source=DIR`.
+`train.jsonl.gz` and `test.jsonl.gz`, read with `data.source=DIR`. The source file is read at run
+time (its text is never part of this repository).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 SUBSETS = ("harmless-base", "helpful-base", "helpful-online", "helpful-rejection-sampled")
 HUMAN = "\n\nHuman: "
+VARIANTS = ("rotated", "tagged")
 
 
 def vary(record: dict, rng: random.Random) -> dict:
@@ -38,16 +44,41 @@ def vary(record: dict, rng: random.Random) -> dict:
     return {"chosen": chosen[:start] + turn + chosen[end:], "rejected": rejected[:start] + turn + rejected[end:]}
 
 
-def write(root: Path, n_train: int, n_test: int, seed: int = 0) -> None:
+def tag(record: dict, n: int) -> dict:
+    """The pair word for word, with "[#<n>] " opening its first human turn in chosen and rejected alike
+    (a text without a human turn gets it in front)."""
+
+    def tagged(text: str) -> str:
+        at = text.find(HUMAN)
+        at = at + len(HUMAN) if at >= 0 else 0
+        return f"{text[:at]}[#{n:06d}] {text[at:]}"
+
+    return {"chosen": tagged(record["chosen"]), "rejected": tagged(record["rejected"])}
+
+
+def records(n_train: int, n_test: int, seed: int = 0, variant: str = "rotated") -> dict[str, list[dict]]:
+    """Each subset's train + test records, in that order (the source read now)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: one of {', '.join(VARIANTS)}")
     with gzip.open(SOURCE, "rt", encoding="utf-8") as f:
         base = [json.loads(line) for line in f if line.strip()]
+    out, per_subset = {}, n_train + n_test
     for s, subset in enumerate(SUBSETS):
         rng = random.Random(f"{seed}/{subset}")
-        records = [vary(base[(i + s * 577) % len(base)], rng) for i in range(n_train + n_test)]
+        picks = [base[(i + s * 577) % len(base)] for i in range(per_subset)]
+        if variant == "tagged":
+            out[subset] = [tag(r, s * per_subset + i) for i, r in enumerate(picks)]
+        else:
+            out[subset] = [vary(r, rng) for r in picks]
+    return out
+
+
+def write(root: Path, n_train: int, n_test: int, seed: int = 0, variant: str = "rotated") -> None:
+    for subset, part in records(n_train, n_test, seed, variant).items():
         (root / subset).mkdir(parents=True, exist_ok=True)
-        for split, part in (("train", records[:n_train]), ("test", records[n_train:])):
+        for split, rows in (("train", part[:n_train]), ("test", part[n_train:])):
             with gzip.open(root / subset / f"{split}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as f:
-                f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in part)
+                f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
 def main() -> None:
@@ -55,11 +86,14 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--train", type=int, default=40_000, help="train pairs per subset")
     parser.add_argument("--test", type=int, default=2_000, help="test pairs per subset")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the rotations' seed (rotated only)")
+    parser.add_argument("--variant", choices=VARIANTS, default="rotated", help="how copies differ (module doc)")
     args = parser.parse_args()
-    write(args.out, args.train, args.test, args.seed)
+    write(args.out, args.train, args.test, args.seed, args.variant)
     total = len(SUBSETS) * (args.train + args.test)
-    print(f"{args.out}: {len(SUBSETS)} subsets x ({args.train} train + {args.test} test) = {total} pairs")
+    print(
+        f"{args.out}: {len(SUBSETS)} subsets x ({args.train} train + {args.test} test) = {total} {args.variant} pairs"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from rm.tokens.encode import EncodedPair  # noqa: E402
+from rm.tokens.store import EncodedGroup  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # The smallest model and tokenizer the end-to-end tests train: seconds per run on 2 CPU cores.
@@ -100,7 +100,7 @@ def plain_transformers_rewards(export: Path, texts: list[str]) -> torch.Tensor:
         return model(**batch).logits.squeeze(-1)
 
 
-def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[EncodedPair]:
+def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[EncodedGroup]:
     """Varied prompt and response lengths; some "responses" hold several turns, as in pairs that
     part before the last turn (the layout only sees ids, so these are long multi-segment responses)."""
     rng = random.Random(seed)
@@ -114,7 +114,7 @@ def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[Enco
         c, r = rng.randint(1, 12), rng.randint(1, 12)
         if early and i % 3 == 0:
             c, r = c + 15, r + 9
-        pairs.append(EncodedPair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
+        pairs.append(EncodedGroup.pair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
     return pairs
 
 
@@ -129,14 +129,14 @@ def wait_for(condition, what: str, procs: list, timeout: float = 180) -> None:
         time.sleep(0.05)
 
 
-def padded_cost(pairs: list[EncodedPair]) -> int:
+def padded_cost(pairs: list[EncodedGroup]) -> int:
     """Token slots of a padded micro-batch counted from the pairs themselves (two rows a pair, as wide as the
     widest sequence): the reference `PairBatches.cost` is checked against, as it computes them from arrays."""
     width = max(len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)) for p in pairs)
     return 2 * len(pairs) * width
 
 
-def packed_cost(pairs: list[EncodedPair], pack_length: int) -> int:
+def packed_cost(pairs: list[EncodedGroup], pack_length: int) -> int:
     """Token slots of a packed micro-batch (prompt duplicated) counted from the pairs: their sequences
     (prompt + chosen, prompt + rejected) first-fit into rows, as the packed collator places them."""
     from rm.collate.planner import shared_cost

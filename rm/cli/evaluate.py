@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rm.cli.options import add_data_args, add_model_args, data_config, subset_list
+
+if TYPE_CHECKING:  # the library is imported when a command runs, so that --help answers without it
+    from rm.config import DataConfig
 
 
 def add(sub) -> None:
@@ -34,29 +38,42 @@ def add(sub) -> None:
     p.set_defaults(func=run)
 
 
+def eval_data(args: argparse.Namespace) -> DataConfig:
+    """The DataConfig the flags describe: the data options (--format, --columns, --set ...) with --data as
+    data.source, --subsets, --on-bad-record and the choice of pairs as training's keys. Without --holdout the
+    whole --split is scored (data.eval_split); with it, the held-out FRACTION of --split, as a run whose
+    data.train_split is that split holds out data.eval_fraction; --max-pairs is data.max_eval_pairs. The flags
+    win over --set for their keys."""
+    from dataclasses import replace
+
+    cfg = replace(
+        data_config(args),
+        source=args.data,
+        subsets=subset_list(args.subsets),
+        split_seed=args.split_seed,
+        max_eval_pairs=args.max_pairs,
+        on_bad_record=args.on_bad_record,
+    )
+    if args.holdout:
+        return replace(cfg, train_split=args.split, eval_split="", eval_fraction=args.holdout)
+    return replace(cfg, eval_split=args.split)
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rm.evaluation.eval_report import evaluate_model, format_table
+    from rm.evaluation.eval_report import EvalOptions, evaluate_model
+    from rm.evaluation.markdown import format_table
 
-    result = evaluate_model(
-        args.model,
-        args.data,
-        args.out,
-        split=args.split,
-        subsets=subset_list(args.subsets),
-        holdout=args.holdout,
-        split_seed=args.split_seed,
-        max_pairs=args.max_pairs,
+    options = EvalOptions(
         batch_size=args.batch_size,
         max_length=args.max_length,
         samples=args.bootstrap_samples,
         seed=args.seed,
         dtype=args.dtype,
         trust_remote_code=args.trust_remote_code,
-        on_bad_record=args.on_bad_record,
-        data_cfg=data_config(args),
     )
+    result = evaluate_model(args.model, eval_data(args), args.out, options)
     if result:  # the main process (the others return an empty result)
         skipped = result["eval"]["records_skipped"]
         if skipped:

@@ -1,11 +1,11 @@
 """The shared-prefix packed layout: each prompt computed once, no slot spent on padding but a row's tail.
 
-A pair becomes one segment `[prompt | chosen | rejected]`. The rejected tokens take the positions
-the chosen tokens had (both continue the prompt), and may attend to the prompt but never to the
-chosen tokens, so each response sees exactly what it would see in a forward of its own. Several
-pairs share a row, with no attention across pairs. On HH-RLHF the prompt is ~70% of a sequence,
-so this needs about a quarter of the token slots of two padded rows per pair (see issue 3's
-measurements, reproduced by `scripts/bench_train.py`).
+A group becomes one segment `[prompt | response 1 | response 2 …]` (a pair: `[prompt | chosen | rejected]`).
+Every response takes the positions right after the prompt (each continues it), and may attend to the prompt
+and itself but never to another response, so each response sees exactly what it would see in a forward of its
+own. Several groups share a row, with no attention across groups. On HH-RLHF the prompt is ~70% of a sequence,
+so this needs about a quarter of the token slots of two padded rows per pair (see issue 3's measurements,
+reproduced by `scripts/bench_train.py`).
 
 The mask is built on the device, in the forward pass, from the small integer tensors made here
 (`rm/model/masks.py`), so the data loader never ships a [rows, T, T] tensor.
@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import torch
 
-from rm.collate.padded import pair_fields
-from rm.tokens.encode import EncodedPair
+from rm.collate.padded import group_fields, response_order
+from rm.tokens.store import EncodedGroup
 
 PROMPT, CHOSEN, REJECTED = 0, 1, 2
 
 
-def pair_length(p: EncodedPair) -> int:
-    return len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids)
+def group_length(g: EncodedGroup) -> int:
+    """Tokens of the group's segment: the prompt once, every response."""
+    return len(g.prompt_ids) + sum(len(r) for r in g.response_ids)
 
 
 def plan_rows(lengths: list[int], width: int) -> list[list[int]]:
@@ -81,7 +82,7 @@ def pack(
 
 
 class SharedCollator:
-    """Packs pairs into rows of `[p0 c0 r0 p1 c1 r1 …]`, as wide as the longest pair (or `pack_length`).
+    """Packs groups into rows of `[p0 c0 r0 p1 c1 r1 …]`, as wide as the longest group (or `pack_length`).
 
     Worked example, pad id 0, pairs A = (prompt [5, 6], chosen [8], rejected [11, 12]) and
     B = (prompt [7], chosen [9, 10], rejected [13]), pack_length 9: both fit one row.
@@ -90,27 +91,24 @@ class SharedCollator:
         position_ids = [[0, 1, 2, 2,  3,  0, 1, 2,  1]]   # rejected restarts where the prompt ended
         pair_ids     = [[0, 0, 0, 0,  0,  1, 1, 1,  1]]   # -1 on padding; attention never crosses pairs
         segment_ids  = [[0, 0, 1, 2,  2,  0, 1, 1,  2]]   # 0 prompt, 1 chosen, 2 rejected
-        chosen_index   = [2, 7]                           # flat index (row * T + column) of each
-        rejected_index = [4, 8]                           #   segment's last token: the reward is read there
+        reward_index   = [2, 7, 4, 8]                     # flat index (row * T + column) of each response's
+                                                          #   last token, chosen of A, B, then rejected of A, B
+        better, worse  = [0, 1], [2, 3]                   # positions in reward_index of each pair's two
         subset_ids, margin, pair_index as in the padded layout, in the order of the batch.
 
     Token q may attend to token k when they are in the same pair, k <= q, and k is in the prompt or
-    in q's own segment (so rejected never sees chosen): see `rm.model.masks.dense_mask`.
+    in q's own segment (so rejected never sees chosen): see `rm.model.masks.dense_mask`. A group of K
+    responses is one segment with segment ids 1..K.
     """
 
     def __init__(self, pad_token_id: int, pack_length: int = 0):
         self.pad_token_id = pad_token_id
         self.pack_length = pack_length
 
-    def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-        groups = [(p.prompt_ids, [p.chosen_ids, p.rejected_ids]) for p in batch]
-        tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
-        return {
-            **tensors,
-            "chosen_index": torch.tensor([e[0] for e in ends]),
-            "rejected_index": torch.tensor([e[1] for e in ends]),
-            **pair_fields(batch),
-        }
+    def __call__(self, batch: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        tensors, ends = pack([(g.prompt_ids, g.response_ids) for g in batch], self.pad_token_id, self.pack_length)
+        order = response_order(batch)
+        return {**tensors, "reward_index": torch.tensor([ends[i][k] for i, k in order]), **group_fields(batch, order)}
 
 
 class PackedCollator:
@@ -127,20 +125,18 @@ class PackedCollator:
         position_ids = [[0, 1, 2,  3,  0, 1, 2], [0, 1, 2,  0, 1,  0, 0]]
         pair_ids     = [[1, 1, 1,  1,  0, 0, 0], [2, 2, 2,  3, 3, -1, -1]]   # one group per sequence
         segment_ids  = [[0, 0, 1,  1,  0, 0, 1], [0, 1, 1,  0, 1, -1, -1]]   # 0 prompt, 1 its response
-        chosen_index   = [6, 9]                  # flat index of each chosen sequence's last token
-        rejected_index = [3, 11]
+        reward_index   = [6, 9, 3, 11]           # flat index of each sequence's last token: chosen of A, B,
+                                                 #   then rejected of A, B (as every layout reads rewards)
     """
 
     def __init__(self, pad_token_id: int, pack_length: int = 0):
         self.pad_token_id = pad_token_id
         self.pack_length = pack_length
 
-    def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-        groups = [(p.prompt_ids, [r]) for p in batch for r in (p.chosen_ids, p.rejected_ids)]
+    def __call__(self, batch: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        sequences = [(i, k) for i, g in enumerate(batch) for k in range(len(g.response_ids))]
+        groups = [(batch[i].prompt_ids, [batch[i].response_ids[k]]) for i, k in sequences]
         tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
-        return {
-            **tensors,
-            "chosen_index": torch.tensor([ends[2 * i][0] for i in range(len(batch))]),
-            "rejected_index": torch.tensor([ends[2 * i + 1][0] for i in range(len(batch))]),
-            **pair_fields(batch),
-        }
+        end = {ik: e[0] for ik, e in zip(sequences, ends, strict=True)}
+        order = response_order(batch)
+        return {**tensors, "reward_index": torch.tensor([end[ik] for ik in order]), **group_fields(batch, order)}

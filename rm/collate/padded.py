@@ -1,7 +1,12 @@
 """The padded layout: every sequence its own right-padded row. Simple, and works with any model.
 
-Training and eval put a pair's chosen and rejected sequences in two rows (`PaddedCollator`); scoring
-puts each text in one row (`rm.collate.scoring.PaddedLayout`). Both fill rows with `pad_rows`.
+Training and eval put each response of a group in a row of its own, after the prompt (`PaddedCollator`);
+scoring puts each text in one row (`rm.collate.scoring.PaddedLayout`). Both fill rows with `pad_rows`.
+
+Every group layout (padded, shared, packed) reads its rewards in one order, response slot by response
+slot: the first response of every group, then the second of every group that has one, and so on
+(`response_order`). For pairs that is every chosen, then every rejected, so `rewards[:B]` and `rewards[B:]`
+line up. `better` and `worse` index those rewards: one entry per strictly ordered pair of a group.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rm.tokens.store import EncodedPair, TokenIds, join_ids
+from rm.tokens.store import EncodedGroup, TokenIds, join_ids
 
 
 def pad_rows(rows: Sequence[TokenIds], pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -29,17 +34,35 @@ def pad_rows(rows: Sequence[TokenIds], pad_token_id: int) -> dict[str, torch.Ten
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def pair_fields(batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-    """What every pair layout carries besides its rows: subset ids, margins, each pair's index in its split."""
+def response_order(batch: list[EncodedGroup]) -> list[tuple[int, int]]:
+    """(group, response) in the order rewards are read: slot by slot, then group by group."""
+    slots = max(len(g.response_ids) for g in batch)
+    return [(i, k) for k in range(slots) for i, g in enumerate(batch) if k < len(g.response_ids)]
+
+
+def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:
+    """What every group layout carries besides its rows: subset ids, margins, each group's index in its split
+    ([groups] each), and `better`/`worse` ([ordered pairs] each): positions in the rewards (read in `order`)
+    of the better and the worse response of every pair of a group whose ranks differ, group by group."""
+    at = {gk: n for n, gk in enumerate(order)}
+    better, worse = [], []
+    for i, g in enumerate(batch):
+        for a in range(len(g.response_ids)):
+            for b in range(len(g.response_ids)):
+                if g.rank[a] < g.rank[b]:
+                    better.append(at[i, a])
+                    worse.append(at[i, b])
     return {
-        "subset_ids": torch.tensor([p.subset_id for p in batch]),
-        "margin": torch.tensor([p.margin for p in batch], dtype=torch.float32),
-        "pair_index": torch.tensor([p.index for p in batch]),
+        "subset_ids": torch.tensor([g.subset_id for g in batch]),
+        "margin": torch.tensor([g.margin for g in batch], dtype=torch.float32),
+        "pair_index": torch.tensor([g.index for g in batch]),
+        "better": torch.tensor(better, dtype=torch.long),
+        "worse": torch.tensor(worse, dtype=torch.long),
     }
 
 
 class PaddedCollator:
-    """Chosen and rejected as separate right-padded rows: simple, and works with any model.
+    """Each response after its prompt in a right-padded row of its own: simple, and works with any model.
 
     Worked example, two pairs with pad id 0, prompts [5, 6] and [7], chosen [8] and [9, 10],
     rejected [11, 12] and [13]:
@@ -52,21 +75,21 @@ class PaddedCollator:
         prompt_lengths = [2, 1]
         subset_ids     = [s0, s1]
         margin         = [m0, m1]           # 0.0 where the data has no margin
-        pair_index     = [i0, i1]           # position of each pair in its split
+        pair_index     = [i0, i1]           # position of each group in its split
+        better, worse  = [0, 1], [2, 3]     # rows of each pair's chosen and rejected
 
-    Rows 0..B-1 are chosen and B..2B-1 rejected, so `rewards[:B]` and `rewards[B:]` line up.
-    The reward is read at each row's last attended position, found from `attention_mask`.
+    A group of three responses ranked 0, 1, 2 adds rows in the same slot order and three pairs. The reward
+    is read at each row's last attended position, found from `attention_mask`.
     """
 
     def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
 
-    def __call__(self, batch: list[EncodedPair]) -> dict[str, torch.Tensor]:
-        rows = [join_ids(p.prompt_ids, p.chosen_ids) for p in batch] + [
-            join_ids(p.prompt_ids, p.rejected_ids) for p in batch
-        ]
+    def __call__(self, batch: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        order = response_order(batch)
+        rows = [join_ids(batch[i].prompt_ids, batch[i].response_ids[k]) for i, k in order]
         return {
             **pad_rows(rows, self.pad_token_id),
-            "prompt_lengths": torch.tensor([len(p.prompt_ids) for p in batch]),
-            **pair_fields(batch),
+            "prompt_lengths": torch.tensor([len(g.prompt_ids) for g in batch]),
+            **group_fields(batch, order),
         }

@@ -1,11 +1,13 @@
-"""Which pairs go into each micro-batch: a fixed count, or as many as a token budget holds.
+"""Which groups go into each micro-batch: a fixed count, or as many as a token budget holds.
 
+A group is one prompt and its responses (a pair is a group of two); "pairs" below means groups of two, the
+only kind users have today, but every count here is per group and every width reads all of its responses.
 With a budget, a micro-batch of short pairs holds many and one of long pairs few, so every step
 does about the same work and no memory is reserved for the worst case. Pairs are grouped by length
 inside windows of `group_pairs` shuffled pairs (so neighbours are alike and waste little), and the
 resulting micro-batches are shuffled again, so training does not see long ones first. "Length" is the
-width the pair needs in its layout: the whole pair in the shared layout (one segment), prompt + the
-longer response in the padded and packed ones (their widest row or sequence). Sorting padded pairs by
+width the group needs in its layout: the whole group in the shared layout (one segment), prompt + the
+longest response in the padded and packed ones (their widest row or sequence). Sorting padded pairs by
 the whole pair's length instead cost 8% more slots on HH harmless-base (386.6 against 355.7 a pair).
 
 Everything follows from (seed, epoch): a resumed or repeated run sees the same batches, and every
@@ -20,7 +22,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
-from rm.tokens.store import EncodedPair, id_lengths
+from rm.tokens.store import EncodedGroup, id_lengths
 
 
 def shared_cost(group: list[int], pack_length: int) -> int:
@@ -52,7 +54,7 @@ class PairBatches(Sampler[list[int]]):
 
     def __init__(
         self,
-        pairs: Sequence[EncodedPair],
+        pairs: Sequence[EncodedGroup],
         layout: str,
         batch_size: int,
         max_tokens: int = 0,
@@ -72,13 +74,13 @@ class PairBatches(Sampler[list[int]]):
         self.pack_length = pack_length
         self.group_by_length = group_by_length
         self.epoch = 0
-        prompt, chosen, rejected = id_lengths(pairs)
-        self.lengths = prompt + chosen + rejected
-        """Tokens of each pair, prompt once ([pairs]): its segment in the shared layout, and what groups by length."""
-        self._padded_width = prompt + np.maximum(chosen, rejected)
+        self._sizes = id_lengths(pairs)
+        self.lengths = self._sizes.segment
+        """Tokens of each group, prompt once ([groups]): its segment in the shared layout."""
+        self._padded_width = self._sizes.widest
         self._sort_key = self.lengths if layout == "shared" else self._padded_width
-        """What a window is sorted by: the width the pair needs in this layout."""
-        self._sequences = np.stack([prompt + chosen, prompt + rejected], axis=1)  # [pairs, 2]: the packed layout's
+        """What a window is sorted by: the width the group needs in this layout."""
+        self._rows = np.diff(self._sizes.starts)  # [groups]: responses of each, a padded row each
         self._cache: tuple[int, list[list[int]]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -120,15 +122,15 @@ class PairBatches(Sampler[list[int]]):
 
     def cost(self, batch: list[int]) -> int:
         """Token slots of micro-batch `batch` in this layout: what the budget bounds and dealing balances across
-        processes, from the length arrays (the tests check it against slots counted from the pairs themselves):
-        shared rows hold whole pairs, packed rows the pairs' sequences (both first-fit, `shared_cost`), padded
-        rows are two a pair, as wide as the widest."""
+        processes, from the length arrays (the tests check it against slots counted from the groups themselves):
+        shared rows hold whole groups, packed rows the groups' sequences (both first-fit, `shared_cost`), padded
+        rows are one a response, as wide as the widest."""
         idx = np.asarray(batch, dtype=np.int64)
         if self.layout == "shared":
             return shared_cost(sorted(self.lengths[idx].tolist(), reverse=True), self.pack_length)
         if self.layout == "packed":
-            return shared_cost(sorted(self._sequences[idx].ravel().tolist(), reverse=True), self.pack_length)
-        return 2 * len(batch) * int(self._padded_width[idx].max())
+            return shared_cost(sorted(self._sizes.sequences(idx).tolist(), reverse=True), self.pack_length)
+        return int(self._rows[idx].sum()) * int(self._padded_width[idx].max())
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches())

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rm.config.rundir import RunDir
 from rm.errors import DataError, RecordError
 
 MODES = ("error", "skip")
@@ -101,8 +102,9 @@ class DataReport:
 
     def write(self, run_dir: Path) -> None:
         """`data_report.json` (counts) and `skipped.jsonl` (one line per record left out or repaired)."""
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "data_report.json").write_text(json.dumps(self.summary(), indent=2, ensure_ascii=False) + "\n")
+        folder = RunDir(run_dir)
+        folder.root.mkdir(parents=True, exist_ok=True)
+        folder.data_report.write_text(json.dumps(self.summary(), indent=2, ensure_ascii=False) + "\n")
         rows = [{"action": "skipped", **asdict(b)} for b in self.skipped]
         rows += [{"action": "repaired", **asdict(b)} for b in self.repaired]
-        (run_dir / "skipped.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        folder.skipped.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

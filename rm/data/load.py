@@ -7,7 +7,8 @@ in the format `data.format` names or, by default, the one its first record looks
 (`rm/data/formats/parse.py`). Bad records stop the load, or are skipped and counted (`rm/data/data_report.py`).
 
 `load_data` returns the pairs with a `DataReport` of everything that was skipped, repaired, mixed or
-capped; `load_splits` is the same without the report.
+capped; `load_splits` is the same without the report; `eval_pairs` is only its eval pairs (what `rm eval`
+scores), chosen by the same steps.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rm.data.formats.parse import apply_columns, detect_format, parse_record
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.errors import DataError, NotPreferenceData, RecordError
 
-__all__ = ["HH_SUBSETS", "DataError", "Pair", "load_data", "load_pairs", "load_splits"]
+__all__ = ["HH_SUBSETS", "DataError", "Pair", "eval_pairs", "load_data", "load_pairs", "load_splits"]
 
 RED_TEAM = "red-team-attempts"
 SPLIT_NAMES = {"train", "test", "validation", "valid", "eval", "dev"}
@@ -215,25 +216,55 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> Loade
         s = cfg.synthetic
         source = str(synthetic.write_dataset(output_dir / "data", s.n_train, s.n_eval, s.seed))
     train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
-    if cfg.eval_split:
-        if Path(source).expanduser().is_file():
-            raise DataError(
-                f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
-                "to hold out data.eval_fraction of it"
-            )
-        held = load_pairs(source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
-    else:
-        train, held = holdout_split(train, cfg.eval_fraction, cfg.split_seed)
+    if cfg.eval_split and Path(source).expanduser().is_file():
+        raise DataError(
+            f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
+            "to hold out data.eval_fraction of it"
+        )
+    train, held = _held_out(cfg, source, train, tokenizer, report)
     if cfg.mixture:
         train = apply_mixture(train, cfg.mixture, cfg.split_seed, report)
     if cfg.max_train_pairs:
         report.count("capped", "train_left_out", max(0, len(train) - cfg.max_train_pairs))
         train = random.Random(cfg.split_seed).sample(train, min(cfg.max_train_pairs, len(train)))
+    held = _cap_eval(cfg, held, report)
+    report.notes["pairs"] = {"train": subset_counts(train), "eval": subset_counts(held)}
+    return LoadedData(train, held, report)
+
+
+def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None) -> list[Pair]:
+    """The pairs a run with `cfg` evaluates on, chosen by the same steps as `load_data` (so `rm eval` can
+    score a run's own held-out set): `cfg.eval_split` of `cfg.source` (the whole of a single file), or
+    the seeded `eval_fraction` held out of its `train_split`; then at most `max_eval_pairs` of them.
+
+    The training split is read only when the eval pairs are held out of it. `cfg.source` must be a
+    source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
+    """
+    report = report if report is not None else DataReport(cfg.on_bad_record)
+    train: list[Pair] = []
+    if not cfg.eval_split:
+        train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
+    _, held = _held_out(cfg, cfg.source, train, tokenizer, report)
+    return _cap_eval(cfg, held, report)
+
+
+def _held_out(
+    cfg: DataConfig, source: str, train: list[Pair], tokenizer: Any, report: DataReport
+) -> tuple[list[Pair], list[Pair]]:
+    """(train, eval): the `eval_split` of `source` beside `train`, or `train` less its seeded held-out part."""
+    if cfg.eval_split:
+        return train, load_pairs(source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
+    return holdout_split(train, cfg.eval_fraction, cfg.split_seed)
+
+
+def _cap_eval(cfg: DataConfig, held: list[Pair], report: DataReport) -> list[Pair]:
+    """At most `max_eval_pairs`, a sample seeded apart from the training cap's (split_seed + 1); the rest counted.
+
+    A cap at or above the count still reorders the pairs (a sample of all of them), as a run's eval set always has."""
     if cfg.max_eval_pairs:
         report.count("capped", "eval_left_out", max(0, len(held) - cfg.max_eval_pairs))
         held = random.Random(cfg.split_seed + 1).sample(held, min(cfg.max_eval_pairs, len(held)))
-    report.notes["pairs"] = {"train": subset_counts(train), "eval": subset_counts(held)}
-    return LoadedData(train, held, report)
+    return held
 
 
 def load_splits(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> tuple[list[Pair], list[Pair]]:

@@ -1,80 +1,84 @@
 """`python -m rm eval`: score preference pairs with any reward model and write the evaluation report.
 
-The pairs go through training's own path (`encode_kept`, `PaddedCollator`, `gather_rewards`), so
-evaluating an export on its run's held-out pairs reproduces the run's eval.json accuracy; under
-`accelerate launch` each process scores a share and every pair is gathered exactly once. The main
-process then computes `rm.evaluation.metrics` per subset and writes, into `--out`:
+The pairs go through training's own path: its choice of eval pairs (`rm.data.load.eval_pairs`), encoder
+(`encode_kept`), layout, eval plan (`PairBatches` dealt by `EvalBatches`) and gathering (`gather_rewards`),
+so evaluating an export on its run's held-out pairs reproduces the run's eval.json accuracy; under
+`accelerate launch` each process runs its share of the micro-batches one process would, and every pair is
+gathered exactly once. The main process then computes `rm.evaluation.metrics` per subset and writes, into `out`:
 
     eval.json          {"overall": {...}, "subsets": {name: {...}}, "calibration", "length_bins", "eval"}
-    report.md          the tables below, with the figures inline
-    rewards.jsonl      one line per pair: origin, subset, both rewards, both lengths (input order)
+    report.md          the tables (rm/evaluation/markdown.py), with the figures inline
+    rewards.jsonl      one line per pair: origin, subset, both rewards, both lengths (the pairs' order)
     accuracy.png  calibration.png  reward_hist.png  length_bias.png
 """
 
 from __future__ import annotations
 
 import json
-import math
-import random
 import time
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 
 from rm.collate.pack import SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
+from rm.collate.shard import EvalBatches
 from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.formats.pair import Pair
-from rm.data.load import holdout_split, load_pairs
+from rm.data.load import eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics, plots
 from rm.evaluation.gather import gather_rewards, shut_down
+from rm.evaluation.markdown import render_markdown
 from rm.evaluation.summary import by_subset
 from rm.model.pretrained import default_max_length, load_reward_model
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 from rm.tokens.encode import encode_kept
+from rm.tokens.store import EncodedSplit
 
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
 
 
-def select_pairs(
-    source: str,
-    split: str,
-    subsets: list[str],
-    holdout: float,
-    split_seed: int,
-    max_pairs: int,
-    on_bad_record: str = "error",
-    *,
-    data: DataConfig | None = None,
-    tokenizer: Any = None,
-    report: DataReport | None = None,
-) -> tuple[list[Pair], str]:
-    """The pairs to evaluate and a sentence saying which they are.
+@dataclass
+class EvalOptions:
+    """How `rm eval` loads the model and scores and summarises the pairs; which pairs is a `DataConfig`."""
 
-    `holdout` > 0 takes the held-out part of the same seeded, subset-stratified split that training
-    makes with `data.eval_fraction=holdout data.split_seed=split_seed` (`rm.data.load.holdout_split`);
-    `max_pairs` samples as training's `data.max_eval_pairs` does. So a run's own eval set is reproducible.
-    `data` gives format, columns, chat template and Argilla options as training's `data.*` keys, and
-    `tokenizer` (the model's) renders message lists with its chat template as training did.
-    """
-    cfg = replace(data or DataConfig(), on_bad_record=on_bad_record)
-    pairs = load_pairs(source, split, subsets, cfg, tokenizer=tokenizer, report=report)
-    how = f"`{source}`" + (f" (split `{split}`)" if not Path(source).is_file() else "")
-    if holdout:
-        _, pairs = holdout_split(pairs, holdout, split_seed)
-        how += f", the held-out {holdout:g} of it (split seed {split_seed}, stratified by subset, as training does)"
-    if max_pairs and max_pairs < len(pairs):
-        pairs = random.Random(split_seed + 1).sample(pairs, max_pairs)
-        how += f", a seeded sample of {max_pairs} pairs"
-    return pairs, how
+    batch_size: int = 16
+    """Pairs per micro-batch (training's train.eval_batch_size)."""
+    max_length: int = 0
+    """Tokens of prompt + response; 0: the run's collator.max_length saved with the export, else the model's limit."""
+    samples: int = 1000
+    """Bootstrap resamples behind each accuracy interval."""
+    seed: int = 0
+    """Seed of the bootstrap and of the length plot's subsample."""
+    dtype: str = "float32"
+    """Weights' dtype when loading: float32, bfloat16 or float16."""
+    trust_remote_code: bool = False
+    """Run code shipped with the model's repository."""
+
+
+def describe_data(data: DataConfig, report: DataReport) -> str:
+    """Which pairs were scored, in a sentence (eval.json's `eval.data`, report.md's first lines).
+
+    `report` is the one `eval_pairs` filled: it counted the pairs a `max_eval_pairs` cap left out."""
+    held_out = not data.eval_split
+    split = data.train_split if held_out else data.eval_split
+    how = f"`{data.source}`" + (f" (split `{split}`)" if not Path(data.source).is_file() else "")
+    if held_out:
+        how += (
+            f", the held-out {data.eval_fraction:g} of it (split seed {data.split_seed}, stratified by subset, "
+            "as training does)"
+        )
+    if report.notes.get("capped", {}).get("eval_left_out"):
+        how += f", a seeded sample of {data.max_eval_pairs} pairs"
+    return how
 
 
 def build_result(pairs: list[Pair], chosen: np.ndarray, rejected: np.ndarray, samples: int, seed: int) -> dict:
@@ -97,36 +101,42 @@ def build_result(pairs: list[Pair], chosen: np.ndarray, rejected: np.ndarray, sa
     }
 
 
-def evaluate_model(
-    model: str,
-    data: str,
-    out: str | Path,
-    *,
-    split: str = "test",
-    subsets: list[str] = (),
-    holdout: float = 0.0,
-    split_seed: int = 0,
-    max_pairs: int = 0,
-    batch_size: int = 16,
-    max_length: int = 0,
-    samples: int = 1000,
-    seed: int = 0,
-    dtype: str = "float32",
-    trust_remote_code: bool = False,
-    on_bad_record: str = "error",
-    data_cfg: DataConfig | None = None,
-) -> dict:
+def score_pairs(
+    model: torch.nn.Module, encoded: EncodedSplit, pad: int, batch_size: int, accelerator: Accelerator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen, rejected) rewards of every encoded pair exactly once, in its order, on every process.
+
+    Training's eval path: its layout (shared-prefix packing where the model reproduces separate forwards
+    with it) and its eval plan, each process running its share of the very micro-batches one process would
+    (`EvalBatches`; the loader is not prepared, since accelerate's sharding is a second plan), so a pair's
+    reward comes from the same tensors under any number of processes. A process short of a micro-batch in
+    the last round scores a pair again; gathering keeps one reward per pair index.
+    """
+    layout = choose_layout(model, "auto", pad)[0] if isinstance(model, RewardModel) else "padded"
+    collate = SharedCollator(pad) if layout == "shared" else PaddedCollator(pad)
+    plan = PairBatches(encoded, layout, batch_size, shuffle=False)
+    batches = EvalBatches(plan, accelerator.process_index, accelerator.num_processes)
+    gathered = gather_rewards(model, DataLoader(encoded, batch_sampler=batches, collate_fn=collate), accelerator)
+    # Each pair exactly once (indices 0..n-1, each once), or the numbers made from them would be wrong.
+    if not torch.equal(gathered["index"], torch.arange(len(encoded))):
+        raise RuntimeError(f"gathered {len(gathered['index'])} rewards for {len(encoded)} pairs")
+    return gathered["chosen"], gathered["rejected"]
+
+
+def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalOptions) -> dict:
+    """Score the eval pairs of `data` (`rm.data.load.eval_pairs`) with `model` on every process.
+
+    The main process writes eval.json, report.md, rewards.jsonl and the plots into `out` and returns
+    eval.json's dict; the other processes return {}.
+    """
     started = time.perf_counter()
     accelerator = Accelerator()
     # The model first: its tokenizer's chat template renders message-list data, as in training.
-    reward_model, tokenizer = load_reward_model(model, dtype, trust_remote_code)
-    report = DataReport(on_bad_record)
-    pairs, how = select_pairs(
-        data, split, list(subsets), holdout, split_seed, max_pairs, on_bad_record,
-        data=data_cfg, tokenizer=tokenizer, report=report,
-    )  # fmt: skip
+    reward_model, tokenizer = load_reward_model(model, options.dtype, options.trust_remote_code)
+    report = DataReport(data.on_bad_record)
+    pairs = eval_pairs(data, tokenizer, report)
     reward_model.to(accelerator.device)
-    max_length = max_length or default_max_length(model, reward_model)
+    max_length = options.max_length or default_max_length(model, reward_model)
 
     # Training's encoder, with the position of every pair it keeps (it drops a pair whose responses alone
     # exceed max_length); each dropped one is listed in eval.json. A kept pair's index is its position among
@@ -135,44 +145,39 @@ def evaluate_model(
     encoded, rep, positions = encode_kept(pairs, tokenizer, max_length, names)
     kept = [pairs[k] for k in positions.tolist()]
     dropped = [pairs[k].origin for k in sorted(set(range(len(pairs))) - set(positions.tolist()))]
-    cut = rep.prompt_truncated
     if not kept:
-        raise DataError(f"{data}: no pairs to evaluate ({len(pairs)} loaded, {len(dropped)} too long)")
-
-    # Training's layouts: shared-prefix packing where the model reproduces separate forwards with it.
-    pad = tokenizer.pad_token_id
-    layout = choose_layout(reward_model, "auto", pad)[0] if isinstance(reward_model, RewardModel) else "padded"
-    collate = SharedCollator(pad) if layout == "shared" else PaddedCollator(pad)
-    batches = PairBatches(encoded, layout, batch_size, shuffle=False)
-    loader = DataLoader(encoded, batch_sampler=batches, collate_fn=collate)
-    gathered = gather_rewards(reward_model, accelerator.prepare(loader), accelerator)
-    chosen, rejected = gathered["chosen"], gathered["rejected"]
-    if len(chosen) != len(kept):  # each pair exactly once, or the numbers below would be wrong
-        raise RuntimeError(f"gathered {len(chosen)} rewards for {len(kept)} pairs")
+        raise DataError(f"{data.source}: no pairs to evaluate ({len(pairs)} loaded, {len(dropped)} too long)")
+    chosen, rejected = score_pairs(reward_model, encoded, tokenizer.pad_token_id, options.batch_size, accelerator)
     if not accelerator.is_main_process:
         shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
         return {}
 
     c, r = chosen.double().numpy(), rejected.double().numpy()
-    result = build_result(kept, c, r, samples, seed)
+    result = build_result(kept, c, r, options.samples, options.seed)
     result["eval"] = {
         "model": model,
-        "data": how,
+        "data": describe_data(data, report),
         "pairs_loaded": len(pairs),
         "records_skipped": report.skipped_counts(),
         "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
         "pairs_dropped_too_long": len(dropped),
         "dropped": dropped,
-        "prompts_truncated": cut,
+        "prompts_truncated": rep.prompt_truncated,
         "max_length": max_length,
         "length_unit": "characters of the response",
-        "bootstrap": {"samples": samples, "seed": seed, "level": 0.95, "method": "percentile"},
+        "bootstrap": {"samples": options.samples, "seed": options.seed, "level": 0.95, "method": "percentile"},
         "calibration_bins": len(result["calibration"]["bins"]),
         "processes": accelerator.num_processes,
         "seconds": round(time.perf_counter() - started, 1),
         "plots": list(PLOTS),
     }
-    out = Path(out)
+    write_report(Path(out), result, kept, c, r, options.seed)
+    shut_down(accelerator)
+    return result
+
+
+def write_report(out: Path, result: dict, kept: list[Pair], c: np.ndarray, r: np.ndarray, seed: int) -> None:
+    """eval.json, rewards.jsonl (one line per pair of `kept`, rewards `c` and `r`), the plots and report.md."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps(metrics.json_safe(result), indent=2) + "\n")
     with open(out / "rewards.jsonl", "w", encoding="utf-8") as f:
@@ -180,107 +185,10 @@ def evaluate_model(
             row = {"origin": p.origin, "subset": p.subset, "chosen_reward": rc, "rejected_reward": rr}
             f.write(json.dumps(row | {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}) + "\n")
     subset_of = np.array([p.subset for p in kept])
-    by_subset = {n: (c[subset_of == n], r[subset_of == n]) for n in result["subsets"]}
+    rewards = {n: (c[subset_of == n], r[subset_of == n]) for n in result["subsets"]}
     lengths = tuple(np.array([len(getattr(p, k)) for p in kept], dtype=float) for k in ("chosen", "rejected"))
     plots.accuracy_plot(result, out / PLOTS[0])
     plots.calibration_plot(result, out / PLOTS[1])
-    plots.reward_hist_plot(by_subset, result, out / PLOTS[2])
+    plots.reward_hist_plot(rewards, result, out / PLOTS[2])
     plots.length_plot(result, (c, r, *lengths), out / PLOTS[3], seed=seed)
     (out / "report.md").write_text(render_markdown(result))
-    shut_down(accelerator)
-    return result
-
-
-def _rows(result: dict) -> list[tuple[str, dict]]:
-    return list(result["subsets"].items()) + [("overall", result["overall"])]
-
-
-def format_table(result: dict) -> str:
-    """The console summary: one line per subset and overall."""
-    rows = _rows(result)
-    w = max(7, *(len(name) for name, _ in rows))
-    head = (
-        f"{'subset':<{w}}      n  accuracy  95% CI            ECE     longer-wins  length rule            "
-        "rho(reward,len)"
-    )
-    lines = [head, "-" * len(head)]
-    for name, m in rows:
-        lo, hi = m["accuracy_ci95"]
-        rule = f"{m['length_rule']} {m['length_rule_accuracy']:.4f}"
-        lines.append(
-            f"{name:<{w}}  {m['n']:5d}  {m['accuracy']:8.4f}  [{lo:.4f}, {hi:.4f}]  {m['ece']:.4f}  "
-            f"{m['longer_chosen_rate']:11.4f}  {rule:<21}  {m['reward_length_spearman']:15.4f}"
-        )
-    return "\n".join(lines)
-
-
-def _f(x: float | None, digits: int = 3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def render_markdown(result: dict) -> str:
-    e = result["eval"]
-    o = result["overall"]
-    md = [
-        "# Reward model evaluation",
-        "",
-        f"- model: `{e['model']}`",
-        f"- data: {e['data']}",
-        f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {e['pairs_dropped_too_long']} dropped because "
-        f"their responses alone exceed max_length={e['max_length']} tokens (listed in eval.json); "
-        f"{e['prompts_truncated']} prompts lost leading turns to fit",
-        f"- bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
-        f"{e['records_skipped'] or ''} (listed in eval.json)",
-        f"- intervals: {e['bootstrap']['method']} bootstrap, {e['bootstrap']['samples']} resamples, seed "
-        f"{e['bootstrap']['seed']}; lengths in {e['length_unit']}",
-        "",
-        "## Accuracy",
-        "",
-        "A pair is right when r_chosen > r_rejected (a tie counts half). *Longer wins* is how often the chosen",
-        "response is the longer one; the *length rule* is the better of always picking the longer or always the",
-        "shorter response. A reward model should beat the length rule by more than its interval.",
-        "",
-        "| subset | n | accuracy | 95% CI | ECE | longer wins | length rule | beats it? | acc. when chosen "
-        "longer (n) | acc. when chosen shorter (n) |",
-        "| --- | ---: | ---: | --- | ---: | ---: | --- | --- | ---: | ---: |",
-    ]
-    for name, m in _rows(result):
-        lo, hi = m["accuracy_ci95"]
-        beats = "yes" if lo > m["length_rule_accuracy"] else "no (within or below the CI)"
-        md.append(
-            f"| {name} | {m['n']} | {_f(m['accuracy'])} | [{_f(lo)}, {_f(hi)}] | {_f(m['ece'])} | "
-            f"{_f(m['longer_chosen_rate'])} | {m['length_rule']}: {_f(m['length_rule_accuracy'])} | {beats} | "
-            f"{_f(m['accuracy_chosen_longer'])} ({m['n_chosen_longer']}) | "
-            f"{_f(m['accuracy_chosen_shorter'])} ({m['n_chosen_shorter']}) |"
-        )
-    md += ["", "![accuracy per subset](accuracy.png)", "", "## Calibration", ""]
-    md += [
-        "P(chosen) = sigmoid(r_chosen - r_rejected). Confidence is max(P, 1 - P), binned on [0.5, 1]; ECE is the",
-        "pair-weighted mean |accuracy - confidence| over the bins (0 is perfectly calibrated).",
-        "",
-        "| confidence bin | pairs | mean confidence | accuracy |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    md += [
-        f"| {b['lo']:.2f}-{b['hi']:.2f} | {b['n']} | {_f(b['confidence'])} | {_f(b['accuracy'])} |"
-        for b in result["calibration"]["bins"]
-        if b["n"]
-    ]
-    md += ["", "![reliability diagram](calibration.png)", "", "## Rewards", "", "![reward histograms](reward_hist.png)"]
-    md += [
-        "",
-        "## Length bias",
-        "",
-        f"Over all pairs the chosen response is the longer one in {_f(o['longer_chosen_rate'])} of them. The model",
-        f"scores the longer response higher in {_f(o['prefers_longer_rate'])} of the pairs of unequal length, and",
-        f"its rewards have Spearman rho = {_f(o['reward_length_spearman'])} with response length.",
-        "",
-        "| len(chosen) - len(rejected) | pairs | RM accuracy | longer wins |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    md += [
-        f"| {b['lo']:+.0f} to {b['hi']:+.0f} | {b['n']} | {_f(b['accuracy'])} | {_f(b['longer_chosen_rate'])} |"
-        for b in result["length_bins"]["overall"]
-    ]
-    md += ["", "![length bias](length_bias.png)", ""]
-    return "\n".join(md)

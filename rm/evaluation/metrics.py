@@ -1,7 +1,8 @@
 """Evaluation metrics as pure functions of reward and length arrays (numpy, float64).
 
-Kept free of models and files so each number can be checked against a hand-worked value. Conventions
-shared by every function here:
+Kept free of models so each number can be checked against a hand-worked value; the one file written here is
+eval.json (`write_eval`), whose undefined metrics must become null on the way out. Conventions shared by every
+metric here:
 - a pair is *correct* when r_chosen > r_rejected; a tie counts as half right (no preference expressed);
 - P(chosen) = sigmoid(r_chosen - r_rejected), the Bradley-Terry probability the model was trained on;
 - a response's *length* is whatever the caller measured (rm's report uses characters, so the length
@@ -9,6 +10,9 @@ shared by every function here:
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -221,3 +225,13 @@ def json_safe(x):
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return None if isinstance(x, float) and np.isnan(x) else x
+
+
+def write_eval(path: Path, result: dict) -> None:
+    """Write an eval result to `path` (an eval.json): the one writer of the run's, the export's and `rm eval`'s.
+
+    NaN (an undefined metric, say the accuracy of no pairs) is written as null: JSON has no NaN, and strict
+    parsers (jq, JavaScript, Go) refuse a file with one. `allow_nan=False` makes an infinity that slipped
+    through fail here rather than in a reader.
+    """
+    Path(path).write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")

@@ -4,17 +4,19 @@
 the same reader training uses, `rm.data.sources`), so memory stays bounded by the window whatever the
 file's size, and writes each record back with its reward(s) added, in input order.
 
-Each text becomes a `ScoreSeq` (prompt ids, response ids) and a `Layout` (`rm/collate/scoring.py`)
-turns a list of them into a batch and the batch into one reward per sequence.
+Each text becomes a `ScoreSeq` (prompt ids, response ids), fitted into `max_length` by the rule training
+and `rm eval` use (`rm/tokens/fit.py`), so a long conversation gets the reward they give it; a `Layout`
+(`rm/collate/scoring.py`) turns a list of them into a batch and the batch into one reward per sequence.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -29,6 +31,7 @@ from rm.data.sources import count_records, read_file
 from rm.errors import RecordError
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.fit import fit_group, later_turns
 from rm.tokens.tokenizer import special_prefix
 
 
@@ -41,6 +44,18 @@ def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
     return PaddedLayout(pad_token_id)
 
 
+class ScoreText(NamedTuple):
+    """One text a record asks to score."""
+
+    key: str
+    """The output field its reward goes to (`reward`, `chosen_reward`, `rejected_reward`)."""
+    prompt: str
+    response: str
+    turn_starts: tuple[int, ...] | None = None
+    """Where the prompt's user turns start (a chat template's text), so a long prompt is cut at its own
+    turns; None: at its "\\n\\nHuman:" tags (HH text)."""
+
+
 def split_last_turn(text: str) -> tuple[str, str]:
     """(prompt, response): the prompt runs to the last "\\n\\nAssistant:" tag; without a tag it is empty."""
     cut = text.rfind(ASSISTANT)
@@ -49,8 +64,8 @@ def split_last_turn(text: str) -> tuple[str, str]:
     return text[: cut + len(ASSISTANT)], text[cut + len(ASSISTANT) :]
 
 
-def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | None = None) -> list[tuple[str, str, str]]:
-    """(output key, prompt, response) for each text a record asks to score.
+def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | None = None) -> list[ScoreText]:
+    """Each text a record asks to score.
 
     `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
     attempts), `text`, `prompt`+`response`, `chosen`+`rejected` (HH pairs, prompt/chosen/rejected, or
@@ -68,30 +83,33 @@ def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | Non
         return value
 
     if field:
-        return [("reward", *split_last_turn(text(field)))]
+        return [ScoreText("reward", *split_last_turn(text(field)))]
     for name in ("transcript", "text"):
         if name in record:
-            return [("reward", *split_last_turn(text(name)))]
+            return [ScoreText("reward", *split_last_turn(text(name)))]
     if "response" in record:
-        return [("reward", text("prompt") if "prompt" in record else "", text("response"))]
+        return [ScoreText("reward", text("prompt") if "prompt" in record else "", text("response"))]
     if isinstance(record.get("chosen"), list) or isinstance(record.get("rejected"), list):
         rendered = (renderer or Renderer()).pair(
             messages_from(record.get("chosen"), "chosen"), messages_from(record.get("rejected"), "rejected")
         )
         return [
-            ("chosen_reward", rendered.prompt, rendered.chosen),
-            ("rejected_reward", rendered.prompt, rendered.rejected),
+            ScoreText("chosen_reward", rendered.prompt, rendered.chosen, rendered.turn_starts),
+            ScoreText("rejected_reward", rendered.prompt, rendered.rejected, rendered.turn_starts),
         ]
     if "chosen" in record or "rejected" in record:
         chosen, rejected = text("chosen"), text("rejected")
         if "prompt" in record:
             prompt = text("prompt")
-            return [("chosen_reward", prompt, chosen), ("rejected_reward", prompt, rejected)]
+            return [ScoreText("chosen_reward", prompt, chosen), ScoreText("rejected_reward", prompt, rejected)]
         try:
             prompt, chosen, rejected = split_pair(chosen, rejected)
         except ValueError:  # identical or unsplittable: score the two conversations whole
-            return [("chosen_reward", *split_last_turn(chosen)), ("rejected_reward", *split_last_turn(rejected))]
-        return [("chosen_reward", prompt, chosen), ("rejected_reward", prompt, rejected)]
+            return [
+                ScoreText("chosen_reward", *split_last_turn(chosen)),
+                ScoreText("rejected_reward", *split_last_turn(rejected)),
+            ]
+        return [ScoreText("chosen_reward", prompt, chosen), ScoreText("rejected_reward", prompt, rejected)]
     raise RecordError(
         "no_text",
         "no text to score: expected a 'transcript', 'text', 'prompt'+'response' or 'chosen'+'rejected' field "
@@ -99,21 +117,53 @@ def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | Non
     )
 
 
-def encode_text(
-    tokenizer: PreTrainedTokenizerBase, prompt: str, response: str, max_length: int, prefix: list[int]
-) -> ScoreSeq:
-    """Tokenize prompt and response apart (as training does); cut the oldest tokens to fit `max_length`."""
-    p = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-    r = tokenizer(response, add_special_tokens=False)["input_ids"]
-    room = max_length - len(prefix)
-    cut = len(p) + len(r) > room
-    if len(r) > room:  # the response alone does not fit: keep its end, where the reward is read
-        p, r = [], r[len(r) - room :]
-    elif cut:
-        p = p[len(p) - (room - len(r)) :]
-    if not prefix and not p and not r:  # nothing to read a reward at (it would be a neighbour's token)
-        raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
-    return ScoreSeq(prefix + p, r, truncated=cut)
+def encode_texts(
+    tokenizer: PreTrainedTokenizerBase, texts: list[ScoreText], max_length: int, prefix: list[int]
+) -> list[ScoreSeq]:
+    """A record's texts tokenized as training tokenizes a pair (prompt and responses apart, no special tokens,
+    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/fit.py`).
+
+    Texts that share a prompt (a pair's chosen and rejected) are fitted together, as training fits a pair:
+    the prompt loses whole leading turns, then tokens from its left, until the longer response fits beside
+    it. A response that cannot fit even alone (training and `rm eval` drop such a pair) keeps its last
+    tokens, where the reward is read; its pair's texts are then fitted one by one. `truncated` marks a text
+    that lost anything.
+    """
+
+    def ids(parts: list[str]) -> list[list[int]]:
+        return tokenizer(parts, add_special_tokens=False)["input_ids"] if parts else []
+
+    groups: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
+    for i, t in enumerate(texts):
+        groups.setdefault((t.prompt, t.turn_starts), []).append(i)
+    seqs: dict[int, ScoreSeq] = {}
+    for (prompt, starts), members in groups.items():
+        responses = [texts[i].response for i in members]
+        for i, seq in zip(members, _fit(ids, prompt, starts, responses, max_length, prefix), strict=True):
+            if not len(seq):  # nothing to read a reward at (it would be a neighbour's token)
+                raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
+            seqs[i] = seq
+    return [seqs[i] for i in range(len(texts))]
+
+
+def _fit(
+    ids: Callable[[list[str]], list[list[int]]],
+    prompt: str,
+    turn_starts: tuple[int, ...] | None,
+    responses: list[str],
+    max_length: int,
+    prefix: list[int],
+) -> list[ScoreSeq]:
+    """One prompt's responses, fitted together; each on its own where one of them cannot fit even alone."""
+    p, *rs = ids([prompt, *responses])
+
+    def shorter() -> list[list[int]]:
+        return ids(later_turns(prompt, turn_starts))
+
+    fitted = [fit_group(p, rs, max_length, prefix, shorter, keep_response_end=True)]
+    if fitted[0].dropped:  # only a group of several is dropped: a lone response keeps its end
+        fitted = [fit_group(p, [r], max_length, prefix, shorter, keep_response_end=True) for r in rs]
+    return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted for r in f.response_ids]
 
 
 def _order_key(s: ScoreSeq) -> tuple[int, list[int], int]:
@@ -160,7 +210,8 @@ def score_file(
 
     At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
-    `chosen_reward` and `rejected_reward`) and, where tokens were cut, `"truncated": true`. A bad
+    `chosen_reward` and `rejected_reward`) and, where a text did not fit `max_length` and lost turns or
+    tokens (`encode_texts`), `"truncated": true`. A bad
     record stops the job naming file and line, or with `on_bad_record="skip"` is left out and counted
     (`skipped` in the counts, by reason). The output is written as `<output>.partial` and renamed when
     every record is done, so a file under the output's name is always complete.
@@ -189,12 +240,12 @@ def score_file(
             for origin, record in chunk:
                 try:
                     parts = texts_of(record, origin, field, renderer)
-                    encoded = [encode_text(tokenizer, p, r, max_length, prefix) for _, p, r in parts]
+                    encoded = encode_texts(tokenizer, parts, max_length, prefix)
                 except RecordError as e:
                     report.reject(origin, e)  # raises in error mode
                     continue
                 kept.append(record)
-                keys.append([key for key, _, _ in parts])
+                keys.append([t.key for t in parts])
                 seqs += encoded
             rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
             for record, names in zip(kept, keys, strict=True):

@@ -204,7 +204,7 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
             f"AdamW, lr {t.lr:g} ({t.scheduler}, warm-up {t.warmup_ratio:g}), weight decay {t.weight_decay:g}, "
             f"{t.batch_size} pairs per process x {t.grad_accum} accumulation",
         ),
-        ("max length", f"{cfg.collator.max_length} tokens (prompt + response)"),
+        ("max length", f"{cfg.collator.max_length} tokens (prompt + response; see 'Tokenization' for longer ones)"),
     ]
     if facts.lora:
         lo = facts.lora
@@ -225,6 +225,17 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     )
 
 
+TRUNCATION_RULE = (
+    "Texts longer than `max_length`: rm fits them by one rule in training, `rm eval` and `rm score` alike. A "
+    "prompt that is too long loses whole leading turns first (the final question stays), then tokens from its "
+    "left; a response too long to fit even alone drops its pair in training and `rm eval`, and keeps its end "
+    "(where the reward is read) in `rm score`. `truncation=True` cuts tokens, not turns, so the two differ only "
+    "where a prompt does not fit beside its response in `max_length` tokens; for such texts `rm score` gives the "
+    "rewards rm's own eval gives."
+)
+"""What the card says about texts longer than `max_length`: the export's tokenizer can only cut tokens."""
+
+
 def tokenization_section(facts: CardFacts) -> str:
     if facts.chat_template == "hh":
         template = (
@@ -241,8 +252,9 @@ def tokenization_section(facts: CardFacts) -> str:
         "default) gives the same ids: TRL's reward functions, OpenRLHF, RewardBench and plain transformers all score "
         "the trained inputs. Do not prepend a BOS yourself (a BOS the chat template writes is part of the text). "
         f"{limit}and `truncation_side` is left, so `truncation=True` drops the oldest tokens and keeps the response, "
-        "whose last token carries the reward, as `rm score` does. Pad on the right (the tokenizer's `padding_side`): "
-        "the model reads the reward at the last non-pad token.\n"
+        "whose last token carries the reward. Pad on the right (the tokenizer's `padding_side`): the model reads "
+        "the reward at the last non-pad token.\n\n"
+        f"{TRUNCATION_RULE}\n"
     )
 
 

@@ -15,7 +15,6 @@ non-pad token; rm's tokenizers keep pad distinct from every real token so both a
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -27,7 +26,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, save_config
+from rm.config.rundir import EVAL, partial_folder
 from rm.errors import ExportError
+from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
 from rm.export.compat import export_tokenizer, finish_folder, template_kind
@@ -35,8 +36,8 @@ from rm.export.modeling import point_config_at_modeling_file, remote_code_reason
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.model.reward import score_head
-from rm.tokens.encode import EncodedPair
 from rm.tokens.prepare import prepare_data
+from rm.tokens.store import EncodedGroup
 
 log = logging.getLogger("rm")
 
@@ -48,16 +49,15 @@ class RunData:
     """A run's pairs, encoded as `rm train` encodes them: for normalisation and export-time eval."""
 
     subsets: list[str]
-    train: Sequence[EncodedPair] = field(default_factory=list)
-    eval: Sequence[EncodedPair] = field(default_factory=list)
+    train: Sequence[EncodedGroup] = field(default_factory=list)
+    eval: Sequence[EncodedGroup] = field(default_factory=list)
 
     @classmethod
     def load(cls, cfg: RunConfig, run_dir: Path, tokenizer: PreTrainedTokenizerBase) -> RunData:
         """As `rm train` prepared them (a named tokenizer rendering message lists): from the tokenized-data
         cache when the run left its entry there, so an export reads no source text either."""
-        named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
         run_cfg = replace(cfg, output_dir=str(run_dir))  # a moved run directory: its data/ is here now
-        data = prepare_data(run_cfg, tokenizer if named else None, tokenizer=tokenizer)
+        data = prepare_data(run_cfg, tokenizer)
         return cls(data.subsets, data.train, data.eval)
 
 
@@ -202,7 +202,7 @@ def export_model(
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial")
+    tmp = partial_folder(out)
     if tmp.exists():
         shutil.rmtree(tmp)
     hf.save_pretrained(tmp)
@@ -211,7 +211,7 @@ def export_model(
     saved_tokenizer.save_pretrained(tmp)
     save_config(cfg, tmp / "rm_config.yaml")
     if eval_result is not None:
-        (tmp / "eval.json").write_text(json.dumps(eval_result, indent=2) + "\n")
+        write_eval(tmp / EVAL, eval_result)
     (tmp / "README.md").write_text(render_card(cfg, facts))
     finish_folder(tmp, saved_tokenizer)
     unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]

@@ -20,12 +20,12 @@ from rm.collate.padded import PaddedCollator
 from rm.config import RunConfig
 from rm.errors import ExportError
 from rm.model.reward import RewardModel, pair_rewards
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 
 @torch.no_grad()
 def score_encoded(
-    hf: PreTrainedModel, encoded: Sequence[EncodedPair], pad_token_id: int, batch_size: int = 32
+    hf: PreTrainedModel, encoded: Sequence[EncodedGroup], pad_token_id: int, batch_size: int = 32
 ) -> dict[str, torch.Tensor]:
     """{"chosen", "rejected", "subset_ids"}, each [pairs], in the order of `encoded`."""
     model = RewardModel(hf).eval()

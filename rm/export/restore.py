@@ -24,7 +24,7 @@ from safetensors import safe_open
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
-from rm.config.rundir import WEIGHTS, checkpoint_step, checkpoints
+from rm.config.rundir import CHECKPOINTS, CONFIG, WEIGHTS, RunDir, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
 from rm.tokens.tokenizer import load_tokenizer, training_tokenizer
@@ -61,7 +61,7 @@ class Source:
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
     """The newest checkpoint that holds model weights (a sharded FSDP state has none to export)."""
-    found = checkpoints(run_dir, holding=WEIGHTS)
+    found = RunDir(run_dir).complete_checkpoints(holding=WEIGHTS)
     return found[-1][1] if found else None
 
 
@@ -71,15 +71,15 @@ def resolve_source(path: str | Path) -> Source:
     if not path.is_dir():
         raise ExportError(f"{path}: not a directory (expected a run directory or <run>/checkpoints/step-N)")
     is_checkpoint = (path / WEIGHTS).is_file() or (path / "optimizer.bin").is_file()
-    run_dir = path.parent.parent if is_checkpoint and path.parent.name == "checkpoints" else path
-    config = path / "config.yaml" if (path / "config.yaml").is_file() else run_dir / "config.yaml"
+    run_dir = RunDir(path.parent.parent if is_checkpoint and path.parent.name == CHECKPOINTS else path)
+    config = path / CONFIG if (path / CONFIG).is_file() else run_dir.config
     if not config.is_file():
-        raise ExportError(f"{path}: no config.yaml here or in {run_dir} (is this a run directory of `rm train`?)")
+        raise ExportError(f"{path}: no {CONFIG} here or in {run_dir.root} (is this a run directory of `rm train`?)")
     try:
         cfg = load_config(config)
     except ConfigError as e:
         raise ExportError(f"cannot rebuild the model: {e}") from None
-    run_eval = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").is_file() else None
+    run_eval = json.loads(run_dir.eval_json.read_text()) if run_dir.eval_json.is_file() else None
     final_step = run_eval.get("train", {}).get("steps") if run_eval else None
 
     if is_checkpoint:
@@ -90,26 +90,27 @@ def resolve_source(path: str | Path) -> Source:
                 f"{path}: no {WEIGHTS} (found: {found}); rm exports safetensors checkpoints only, and a sharded "
                 "(FSDP) state must be consolidated first"
             )
-    elif (run_dir / "export" / WEIGHTS).is_file():
-        weights, step = run_dir / "export" / WEIGHTS, final_step  # the end-of-run export: the final weights
-    elif (newest := newest_checkpoint(run_dir)) is not None:
+    elif (run_dir.export / WEIGHTS).is_file():
+        weights, step = run_dir.export / WEIGHTS, final_step  # the end-of-run export: the final weights
+    elif (newest := newest_checkpoint(run_dir.root)) is not None:
         weights, step = newest / WEIGHTS, checkpoint_step(newest)
-        log.info("export: %s has no export/; using its newest checkpoint, %s", run_dir, newest.name)
+        log.info("export: %s has no export/; using its newest checkpoint, %s", run_dir.root, newest.name)
     else:
-        raise ExportError(f"{run_dir}: no weights (no export/{WEIGHTS} and no checkpoints/step-N/{WEIGHTS})")
+        raise ExportError(f"{run_dir.root}: no weights (no export/{WEIGHTS} and no checkpoints/step-N/{WEIGHTS})")
     adapter = None
-    if weights.parent.parent.name == "checkpoints":  # the end-of-run export is already merged
-        adapter = next((d for d in (weights.parent, run_dir) if (d / ADAPTER_CONFIG).is_file()), None)
-    return Source(run_dir, cfg, weights, step, final_step, run_eval, adapter)
+    if weights.parent.parent.name == CHECKPOINTS:  # the end-of-run export is already merged
+        adapter = next((d for d in (weights.parent, run_dir.root) if (d / ADAPTER_CONFIG).is_file()), None)
+    return Source(run_dir.root, cfg, weights, step, final_step, run_eval, adapter)
 
 
 def run_tokenizer(cfg: RunConfig, run_dir: Path) -> PreTrainedTokenizerBase:
     """The tokenizer the run used: the one it trained (`tokenizer/`), else the named one."""
-    if (run_dir / "tokenizer").is_dir():
-        return load_tokenizer(str(run_dir / "tokenizer"))
+    trained = RunDir(run_dir).tokenizer
+    if trained.is_dir():
+        return load_tokenizer(str(trained))
     name = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     if not name:
-        raise ExportError(f"{run_dir}: the run trained its own tokenizer but {run_dir / 'tokenizer'} is missing")
+        raise ExportError(f"{run_dir}: the run trained its own tokenizer but {trained} is missing")
     return training_tokenizer(name, cfg.model.trust_remote_code)
 
 

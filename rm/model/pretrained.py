@@ -18,6 +18,7 @@ import yaml
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from rm.config.rundir import RunDir
 from rm.errors import ModelError
 from rm.model.architecture import own_class
 from rm.model.build import DTYPES
@@ -79,9 +80,10 @@ def why_not_loaded(name: str, error: BaseException) -> str:
     """Why transformers could not load `name`, in a user's words: a path that does not exist (not "Repo id
     must use alphanumeric chars"), an rm run directory given where a model is expected, or the Hub offline."""
     path = Path(name).expanduser()
-    if path.is_dir() and (path / "config.yaml").is_file() and not (path / "config.json").is_file():
-        if (path / "export" / "config.json").is_file():
-            return f"{path} is an rm run directory, not a model: use its export, {path / 'export'}"
+    run = RunDir(path)
+    if path.is_dir() and run.config.is_file() and not (path / "config.json").is_file():
+        if (run.export / "config.json").is_file():
+            return f"{path} is an rm run directory, not a model: use its export, {run.export}"
         return f"{path} is an rm run directory, not a model: export it first (python -m rm export {path} --out DIR)"
     if name.startswith(("/", ".", "~")) and not path.exists():
         return f"the path {path} does not exist"

@@ -19,7 +19,7 @@ from rm.errors import ConfigError
 from rm.model.architecture import recurrent_reason
 from rm.model.masks import attention_rules, column_limit
 from rm.model.reward import pair_rewards, transformers_model
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 PROBE_MAX_TOKENS = 256
 """Longest probe sequence: a few pairs this long cost well under a second at start-up, even on CPU."""
@@ -79,11 +79,14 @@ def _probe(model: torch.nn.Module, pad_token_id: int, span: int = 0) -> str:
     def ids(n: int) -> list[int]:
         return torch.randint(0, vocab, (n,), generator=g).tolist()
 
-    pairs = [EncodedPair(ids(5), ids(3), ids(4), 0, index=0), EncodedPair(ids(2), ids(4), ids(1), 0, index=1)]
+    pairs = [
+        EncodedGroup.pair(ids(5), ids(3), ids(4), 0, index=0),
+        EncodedGroup.pair(ids(2), ids(4), ids(1), 0, index=1),
+    ]
     if span:  # a long prompt, long responses, and both across the edge of the window
         h = span // 2
         shapes = [(span - 2, 3, 5), (h + 1, h + 2, h + 3), (2, span + 2, span - 1)]
-        pairs += [EncodedPair(ids(p), ids(c), ids(r), 0, index=2 + i) for i, (p, c, r) in enumerate(shapes)]
+        pairs += [EncodedGroup.pair(ids(p), ids(c), ids(r), 0, index=2 + i) for i, (p, c, r) in enumerate(shapes)]
 
     def rewards(collate) -> tuple[torch.Tensor, torch.Tensor]:
         return pair_rewards(model, {k: v.to(device) for k, v in collate(pairs).items()})

@@ -55,7 +55,7 @@ class RewardModel(nn.Module):
 
     Two batch layouts reach `forward` (see rm/collate/padded.py and rm/collate/pack.py):
     - padded: `attention_mask` [rows, T]; one reward per row, at its last attended token;
-    - shared: `pair_ids` and `segment_ids` [rows, T] describe the packed pairs, the attention mask
+    - shared: `pair_ids` and `segment_ids` [rows, T] describe the packed groups, the attention mask
       is built here on the device, and `reward_index` gives the flat positions to read.
     """
 
@@ -122,17 +122,21 @@ def takes_use_cache(cls: type) -> bool:
     return "use_cache" in inspect.signature(cls.forward).parameters
 
 
-def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(r_chosen, r_rejected), each [pairs], from a batch in either layout."""
-    n = batch["subset_ids"].shape[0]
+def group_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The reward of every response of the batch's groups, [responses], in the layouts' order
+    (rm/collate/padded.py: response slot by slot; for pairs every chosen, then every rejected)."""
     if "pair_ids" in batch:
-        r = model(
+        return model(
             input_ids=batch["input_ids"],
             position_ids=batch["position_ids"],
             pair_ids=batch["pair_ids"],
             segment_ids=batch["segment_ids"],
-            reward_index=torch.cat([batch["chosen_index"], batch["rejected_index"]]),
-        )  # [2 * pairs]
-    else:
-        r = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # [2 * pairs]
-    return r[:n], r[n:]
+            reward_index=batch["reward_index"],
+        )
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # one row a response
+
+
+def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(r_better, r_worse), each [ordered pairs], from a batch in any layout: for pairs (r_chosen, r_rejected)."""
+    r = group_rewards(model, batch)
+    return r[batch["better"]], r[batch["worse"]]

@@ -23,6 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from rm.config.rundir import RunDir
 from rm.errors import TrialCrashed
 from rm.sweep.budget import enqueue_grid, grid_points, heartbeat, skip, skip_reason, take
 from rm.sweep.config import ParamSpec, SweepConfig, direction, objective_name, objective_value
@@ -68,7 +69,7 @@ def make_objective(sweep: Sweep):
         out.mkdir(parents=True, exist_ok=True)
         cmd = run_command(cfg, overrides, child=not here)
         shown = show(run_command(cfg, overrides, child=False))  # the same run, as a person would rerun it
-        log = out / "sweep_trial.log"
+        log = RunDir(out).trial_log
         attrs = {"output_dir": str(out), "log": str(log), "command": shown}
         for k, v in attrs.items():
             trial.set_user_attr(k, v)

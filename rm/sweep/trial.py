@@ -23,6 +23,7 @@ from pathlib import Path
 
 import optuna
 
+from rm.config.rundir import RunDir
 from rm.errors import TrialCrashed
 from rm.sweep.config import SweepConfig, objective_value
 
@@ -147,10 +148,10 @@ def run_child(trial: optuna.Trial, cfg: SweepConfig, cmd: list[str], storage_url
     pruned_at = trial.study._storage.get_trial_user_attrs(trial._trial_id).get(PRUNED_AT)
     if pruned_at is not None:  # the child reported, was judged weak and stopped
         raise optuna.TrialPruned(f"pruned at step {pruned_at}")
-    out = Path(cmd[-1].split("=", 1)[1])  # output_dir=… is always the last override
-    if code != 0 or not (out / "eval.json").is_file():
+    out = RunDir(cmd[-1].split("=", 1)[1])  # output_dir=… is always the last override
+    if code != 0 or not out.eval_json.is_file():
         raise TrialCrashed(f"exit code {code}: {last_error(log_path)}")
-    return json.loads((out / "eval.json").read_text())
+    return json.loads(out.eval_json.read_text())
 
 
 def last_error(path: Path) -> str:

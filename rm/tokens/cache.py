@@ -1,17 +1,13 @@
 """Tokenized data on disk, keyed by everything that changes it, so a second run skips reading, parsing and
 tokenizing (issue 12).
 
-An entry is a folder `<cache_dir>/<kind>-<key>`: the encoded splits as Arrow IPC files (memory-mapped on
-reading, so every process of a machine shares the same pages), and JSON for the rest (`rm/tokens/prepare.py`
-says what). It is written as `<kind>-<key>.tmp-<pid>-<random>`, closed with a marker file holding the size
-and CRC-32 of every other file, and renamed into place in one `os.rename`: a reader sees a whole entry or
-none. A reader checks the marker against the files and treats a mismatch (a process killed while
-copying, a truncated or edited file) as a miss: the entry is moved aside and rebuilt. Of two processes
+An entry is a folder `<cache_dir>/<kind>-<key>`: what it holds is `rm/tokens/entry.py`'s business (encoded
+splits as memory-mapped Arrow files and JSON) or a tokenizer folder (`rm/tokens/bpe.py`); this module only
+keys, writes and finds folders. It is written as `<kind>-<key>.tmp-<pid>-<random>`, closed with a marker file
+holding the size and CRC-32 of every other file, and renamed into place in one `os.rename`: a reader sees a
+whole entry or none. A reader checks the marker against the files and treats a mismatch (a process killed
+while copying, a truncated or edited file) as a miss: the entry is moved aside and rebuilt. Of two processes
 building one key at once, the first rename wins; the other discards its copy and reads the winner's.
-
-Plain pyarrow IPC files rather than `datasets.save_to_disk`: one file per split that this module writes,
-checks and renames itself, without the extra state files `datasets` keeps or its 0.8 s import. The files
-are in the Arrow stream format `datasets` uses, so `datasets.Dataset.from_file(path)` opens them too.
 """
 
 from __future__ import annotations
@@ -28,15 +24,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from rm.config import DataConfig
-from rm.tokens.store import SCHEMA, EncodedSplit, record_batch
 
 log = logging.getLogger("rm")
 
-VERSION = 1
-"""Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read."""
+VERSION = 2
+"""Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups,
+issue 24)."""
 MARKER = "complete.json"
 STALE_TMP_S = 3600
 """A temporary folder older than this belongs to a process that died: removed by the next build."""
@@ -179,30 +173,3 @@ def publish(tmp: Path, name: str) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
                 return final
     raise OSError(f"cannot rename {tmp} to {final}")
-
-
-# ---- encoded splits as Arrow tables ----
-
-
-def split_to_table(split: Any) -> pa.Table:
-    """An encoded split as an Arrow table of SCHEMA (a columnar split's own `.table` as it is)."""
-    if hasattr(split, "table"):
-        return split.table
-    return pa.Table.from_batches([record_batch(split)], schema=SCHEMA)
-
-
-def split_from_table(table: pa.Table) -> EncodedSplit:
-    """The inverse of `split_to_table`: the pairs read in place from the (memory-mapped) table, no copy."""
-    if table.schema != SCHEMA:
-        raise ValueError(f"unexpected columns {table.schema.names} (types {table.schema.types})")
-    return EncodedSplit.from_table(table)
-
-
-def write_table(table: pa.Table, path: Path) -> None:
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-
-
-def read_table(path: Path) -> pa.Table:
-    """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
-    return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()

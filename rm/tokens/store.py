@@ -1,18 +1,22 @@
-"""Encoded pairs kept in Arrow columns, not as Python lists: what a split of 160,000 pairs costs in memory.
+"""Encoded groups kept in Arrow columns, not as Python lists: what a split of 160,000 pairs costs in memory.
 
-One `EncodedPair` holding three `list[int]` costs about 36 bytes per token (an 8-byte pointer and a 28-byte
-int object); an Arrow `list<int32>` column costs 4, and a memory-mapped one costs nothing until read and is
-shared by every process that maps the same file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs).
+The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`:
+0 is the best; equal ranks are ties). A pair is a group of two, chosen (rank 0) over rejected (rank 1).
 
-`EncodedSplit` is a read-only `Sequence[EncodedPair]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives an
-`EncodedPair` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
-batch planning needs come as whole numpy arrays, so a plan never builds one object per pair.
+One group holding `list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object);
+an Arrow `list<int32>` column costs 4, and a memory-mapped one costs nothing until read and is shared by
+every process that maps the same file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs).
+
+`EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives
+an `EncodedGroup` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
+batch planning needs come as whole numpy arrays (`GroupLengths`), so a plan never builds one object per group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import overload
 
 import numpy as np
@@ -20,12 +24,11 @@ import pyarrow as pa
 
 from rm.errors import DataError
 
-IDS = ("prompt_ids", "chosen_ids", "rejected_ids")
 SCHEMA = pa.schema(
     [
         ("prompt_ids", pa.list_(pa.int32())),
-        ("chosen_ids", pa.list_(pa.int32())),
-        ("rejected_ids", pa.list_(pa.int32())),
+        ("response_ids", pa.list_(pa.list_(pa.int32()))),
+        ("rank", pa.list_(pa.int32())),
         ("subset_id", pa.int32()),
         ("margin", pa.float64()),
         ("index", pa.int64()),
@@ -38,14 +41,39 @@ TokenIds = Sequence[int] | np.ndarray
 
 
 @dataclass
-class EncodedPair:
+class EncodedGroup:
+    """One prompt's token ids and its responses', with their order."""
+
     prompt_ids: TokenIds
-    chosen_ids: TokenIds
-    rejected_ids: TokenIds
+    response_ids: Sequence[TokenIds]
+    rank: Sequence[int]
+    """Per response: 0 is the best, a larger rank is worse, equal ranks are ties."""
     subset_id: int
     margin: float = 0.0
+    """How much better the best response is than the next (pairs with a margin; `loss.use_margin`)."""
     index: int = -1
-    """Position in the encoded split: lets multi-process eval count each pair exactly once."""
+    """Position in the encoded split: lets multi-process eval count each group exactly once."""
+
+    @classmethod
+    def pair(
+        cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,
+        margin: float = 0.0, index: int = -1,
+    ) -> EncodedGroup:  # fmt: skip
+        """A pair: the group (prompt, [chosen, rejected]) with chosen ranked first."""
+        return cls(prompt_ids, [chosen_ids, rejected_ids], [0, 1], subset_id, margin, index)
+
+    @property
+    def chosen_ids(self) -> TokenIds:
+        return self._of_pair(0)
+
+    @property
+    def rejected_ids(self) -> TokenIds:
+        return self._of_pair(1)
+
+    def _of_pair(self, k: int) -> TokenIds:
+        if len(self.response_ids) != 2:
+            raise ValueError(f"a group of {len(self.response_ids)} responses has no chosen/rejected: use response_ids")
+        return self.response_ids[k]
 
 
 def join_ids(*parts: TokenIds) -> np.ndarray:
@@ -58,45 +86,88 @@ def same_ids(a: TokenIds, b: TokenIds) -> bool:
     return len(a) == len(b) and bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
 
-def record_batch(pairs: Iterable[EncodedPair]) -> pa.RecordBatch:
-    """One record batch of `SCHEMA` from pairs (lists or arrays), without a Python list per token."""
-    pairs = list(pairs)
-    columns = []
-    for name in IDS:
-        seqs = [np.asarray(getattr(p, name), dtype=np.int32).reshape(-1) for p in pairs]
-        offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
-        np.cumsum([len(s) for s in seqs], out=offsets[1:])
-        values = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int32)
-        columns.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32())))
-    columns.append(pa.array([p.subset_id for p in pairs], type=pa.int32()))
-    columns.append(pa.array([float(p.margin) for p in pairs], type=pa.float64()))
-    columns.append(pa.array([p.index for p in pairs], type=pa.int64()))
+def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None) -> pa.ListArray:
+    """A ListArray of `seqs` (int32 arrays), or of `inner`'s elements `len(seqs[i])` at a time."""
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
+    np.cumsum([len(s) for s in seqs], out=offsets[1:])
+    if inner is None:
+        inner = pa.array(np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int32), type=pa.int32())
+    return pa.ListArray.from_arrays(pa.array(offsets), inner)
+
+
+def record_batch(groups: Iterable[EncodedGroup]) -> pa.RecordBatch:
+    """One record batch of `SCHEMA` from groups (lists or arrays), without a Python list per token."""
+    groups = list(groups)
+    prompts = [np.asarray(g.prompt_ids, dtype=np.int32).reshape(-1) for g in groups]
+    responses = [np.asarray(r, dtype=np.int32).reshape(-1) for g in groups for r in g.response_ids]
+    counts = [np.zeros(len(g.response_ids)) for g in groups]  # only their lengths are read
+    columns = [
+        _lists(prompts),
+        _lists(counts, _lists(responses)),
+        _lists([np.asarray(g.rank, dtype=np.int32) for g in groups]),
+        pa.array([g.subset_id for g in groups], type=pa.int32()),
+        pa.array([float(g.margin) for g in groups], type=pa.float64()),
+        pa.array([g.index for g in groups], type=pa.int64()),
+    ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
-class EncodedSplit(Sequence[EncodedPair]):
-    """A split's encoded pairs over an Arrow table of `SCHEMA`, e.g. memory-mapped from a cache file.
+@dataclass
+class GroupLengths:
+    """Token counts of every group, as numpy arrays: all that batch planning reads."""
+
+    prompt: np.ndarray
+    """[groups]"""
+    responses: np.ndarray
+    """[responses], group after group"""
+    starts: np.ndarray
+    """[groups + 1]: group g's responses are `responses[starts[g]:starts[g + 1]]`"""
+
+    @property
+    def segment(self) -> np.ndarray:
+        """[groups]: tokens of each group with its prompt once (its segment in the shared layout)."""
+        return self.prompt + np.add.reduceat(self.responses, self.starts[:-1]) if len(self.prompt) else self.prompt
+
+    @property
+    def widest(self) -> np.ndarray:
+        """[groups]: prompt + the longest response (the widest row of the group in the padded layout)."""
+        return self.prompt + np.maximum.reduceat(self.responses, self.starts[:-1]) if len(self.prompt) else self.prompt
+
+    def sequences(self, groups: np.ndarray) -> np.ndarray:
+        """Prompt + response of every response of `groups` (the packed layout's sequences), flat."""
+        counts = np.diff(self.starts)
+        if len(counts) and (counts == counts[0]).all():  # every group of one size (pairs): no loop over groups
+            return (self.prompt[groups, None] + self.responses.reshape(len(counts), -1)[groups]).ravel()
+        return np.concatenate(
+            [self.prompt[g] + self.responses[self.starts[g] : self.starts[g + 1]] for g in groups.tolist()]
+            or [np.zeros(0, np.int64)]
+        )
+
+
+class EncodedSplit(Sequence[EncodedGroup]):
+    """A split's encoded groups over an Arrow table of `SCHEMA`, e.g. memory-mapped from a cache file.
 
     The table's record batches are kept as they are (no `combine_chunks`, which would copy a memory-mapped
-    file into this process's memory): `_starts` says where each batch begins, and pair i is read from its
-    batch's flat `values` between two `offsets`.
+    file into this process's memory): `_starts` says where each batch begins, and group i is read from its
+    batch's flat `values` between two `offsets` (responses: two levels of offsets).
     """
 
     def __init__(self, table: pa.Table):
         if not table.schema.equals(SCHEMA):
-            raise DataError(f"encoded pairs need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
+            raise DataError(f"encoded groups need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
         nulls = [name for name in SCHEMA.names if table.column(name).null_count]
         if nulls:
-            raise DataError(f"encoded pairs have missing values in column(s) {', '.join(nulls)}")
+            raise DataError(f"encoded groups have missing values in column(s) {', '.join(nulls)}")
         self.table = table
         # to_batches() aligns every column on the same row ranges (zero-copy slices); empty ones add nothing.
         batches = [b for b in table.to_batches() if b.num_rows]
         self._starts = np.cumsum([0] + [b.num_rows for b in batches[:-1]], dtype=np.int64)
-        # Per batch and id column: (offsets, values), numpy views of the Arrow buffers. A sliced ListArray's
-        # offsets already point into its unsliced `values`, so the pair is values[offsets[j]:offsets[j + 1]].
-        self._ids = [
-            [(b.column(name).offsets.to_numpy(), b.column(name).values.to_numpy()) for name in IDS] for b in batches
-        ]
+        # Per batch, numpy views of the Arrow buffers. A sliced ListArray's offsets already point into its
+        # unsliced `values`, so group j's prompt is values[offsets[j]:offsets[j + 1]].
+        self._prompt = [_views(b.column("prompt_ids")) for b in batches]
+        self._outer = [b.column("response_ids").offsets.to_numpy() for b in batches]
+        self._inner = [_views(b.column("response_ids").values) for b in batches]
+        self._rank = [_views(b.column("rank")) for b in batches]
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
         self._index = table.column("index").to_numpy()
@@ -110,9 +181,11 @@ class EncodedSplit(Sequence[EncodedPair]):
         return cls(pa.Table.from_batches(batches, schema=SCHEMA))
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[EncodedPair]) -> EncodedSplit:
-        """From pairs held as lists (tests, small sets): one record batch."""
-        return cls.from_batches([record_batch(pairs)])
+    def from_groups(cls, groups: Iterable[EncodedGroup]) -> EncodedSplit:
+        """From groups held as lists (tests, small sets): one record batch."""
+        return cls.from_batches([record_batch(groups)])
+
+    from_pairs = from_groups
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -121,39 +194,85 @@ class EncodedSplit(Sequence[EncodedPair]):
         return EncodedSplit, (self.table,)
 
     @overload
-    def __getitem__(self, i: int) -> EncodedPair: ...
+    def __getitem__(self, i: int) -> EncodedGroup: ...
 
     @overload
-    def __getitem__(self, i: slice) -> list[EncodedPair]: ...
+    def __getitem__(self, i: slice) -> list[EncodedGroup]: ...
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = int(i)
         if not -len(self) <= i < len(self):
-            raise IndexError(f"pair {i} of an encoded split of {len(self)}")
+            raise IndexError(f"group {i} of an encoded split of {len(self)}")
         i %= len(self)
         b = int(np.searchsorted(self._starts, i, side="right")) - 1
         j = i - int(self._starts[b])
-        ids = [values[offsets[j] : offsets[j + 1]] for offsets, values in self._ids[b]]
-        return EncodedPair(*ids, int(self._subset[i]), float(self._margin[i]), int(self._index[i]))
+        offsets, values = self._prompt[b]
+        inner, tokens = self._inner[b]
+        first, last = self._outer[b][j], self._outer[b][j + 1]
+        responses = [tokens[inner[k] : inner[k + 1]] for k in range(first, last)]
+        rank_offsets, ranks = self._rank[b]
+        rank = ranks[rank_offsets[j] : rank_offsets[j + 1]].tolist()
+        prompt = values[offsets[j] : offsets[j + 1]]
+        return EncodedGroup(prompt, responses, rank, int(self._subset[i]), float(self._margin[i]), int(self._index[i]))
 
-    def lengths(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(prompt, chosen, rejected) token counts of every pair, each an int64 array [pairs]."""
-        return tuple(  # type: ignore[return-value]
-            np.concatenate([np.diff(ids[k][0]).astype(np.int64) for ids in self._ids] or [np.zeros(0, np.int64)])
-            for k in range(len(IDS))
-        )
+    def lengths(self) -> GroupLengths:
+        """Token counts of every group's prompt and responses, from the Arrow offsets alone."""
+        prompt = [np.diff(offsets).astype(np.int64) for offsets, _ in self._prompt]
+        counts = [np.diff(outer).astype(np.int64) for outer in self._outer]
+        responses = []
+        for outer, (inner, _) in zip(self._outer, self._inner, strict=True):
+            responses.append(np.diff(inner[outer[0] : outer[-1] + 1]).astype(np.int64))
+        return _lengths(prompt, counts, responses)
 
     def __repr__(self) -> str:
-        return f"EncodedSplit({len(self)} pairs, {self.table.nbytes / 2**20:.1f} MiB)"
+        return f"EncodedSplit({len(self)} groups, {self.table.nbytes / 2**20:.1f} MiB)"
 
 
-def id_lengths(pairs: Sequence[EncodedPair]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(prompt, chosen, rejected) token counts of every pair: from the Arrow offsets of an `EncodedSplit`,
-    one pass over the pairs of a plain list."""
-    if isinstance(pairs, EncodedSplit):
-        return pairs.lengths()
-    counts = np.array([[len(p.prompt_ids), len(p.chosen_ids), len(p.rejected_ids)] for p in pairs], dtype=np.int64)
-    counts = counts.reshape(-1, 3)
-    return counts[:, 0].copy(), counts[:, 1].copy(), counts[:, 2].copy()
+def _views(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a list column as numpy views of its buffers."""
+    return column.offsets.to_numpy(), column.values.to_numpy()
+
+
+def _lengths(prompt: list[np.ndarray], counts: list[np.ndarray], responses: list[np.ndarray]) -> GroupLengths:
+    empty = np.zeros(0, np.int64)
+    counts_all = np.concatenate(counts or [empty])
+    starts = np.zeros(len(counts_all) + 1, dtype=np.int64)
+    np.cumsum(counts_all, out=starts[1:])
+    return GroupLengths(np.concatenate(prompt or [empty]), np.concatenate(responses or [empty]), starts)
+
+
+def id_lengths(groups: Sequence[EncodedGroup]) -> GroupLengths:
+    """Token counts of every group: from the Arrow offsets of an `EncodedSplit`, one pass over a plain list."""
+    if isinstance(groups, EncodedSplit):
+        return groups.lengths()
+    prompt = np.array([len(g.prompt_ids) for g in groups], dtype=np.int64)
+    counts = np.array([len(g.response_ids) for g in groups], dtype=np.int64)
+    responses = np.array([len(r) for g in groups for r in g.response_ids], dtype=np.int64)
+    return _lengths([prompt], [counts], [responses])
+
+
+# ---- an encoded split as an Arrow IPC file (the cache's entries hold these) ----
+
+
+def split_to_table(split: Sequence[EncodedGroup]) -> pa.Table:
+    """An encoded split as an Arrow table of SCHEMA (a columnar split's own `.table` as it is)."""
+    if isinstance(split, EncodedSplit):
+        return split.table
+    return pa.Table.from_batches([record_batch(split)], schema=SCHEMA)
+
+
+def write_split(split: Sequence[EncodedGroup], path: Path) -> None:
+    """In the Arrow stream format `datasets` uses, so `datasets.Dataset.from_file(path)` opens it too."""
+    table = split_to_table(split)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def read_split(path: Path) -> EncodedSplit:
+    """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
+    table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
+    if table.schema != SCHEMA:
+        raise ValueError(f"unexpected columns {table.schema.names} (types {table.schema.types})")
+    return EncodedSplit(table)

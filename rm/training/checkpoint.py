@@ -29,7 +29,7 @@ import torch
 from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, save_config, to_dict
-from rm.config.rundir import CHECKPOINTS, PARTIAL, STATE, checkpoint_dir, checkpoints
+from rm.config.rundir import CONFIG, PARTIAL, STATE, RunDir
 from rm.errors import ConfigError
 from rm.model.lora import is_lora, save_adapter_config
 
@@ -62,12 +62,12 @@ class TrainState:
 
 def resume_point(cfg: RunConfig) -> Path | None:
     """The checkpoint to continue from according to `train.resume`, or None to start afresh."""
-    run_dir, resume = Path(cfg.output_dir), cfg.train.resume
-    existing = checkpoints(run_dir)
+    run_dir, resume = RunDir(cfg.output_dir), cfg.train.resume
+    existing = run_dir.complete_checkpoints()
     if not resume:
         if existing:
             raise ConfigError(
-                f"{run_dir} already holds checkpoints of an earlier run (newest: {existing[-1][1].name}): "
+                f"{run_dir.root} already holds checkpoints of an earlier run (newest: {existing[-1][1].name}): "
                 "continue it with train.resume=auto, or use another output_dir"
             )
         return None
@@ -84,8 +84,8 @@ def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: tor
 
     Called by every process (each saves its RNG state; FSDP and DeepSpeed save shards).
     """
-    final, partial = checkpoint_dir(cfg.output_dir, state.step), checkpoint_dir(cfg.output_dir, state.step, True)
-    root = final.parent
+    run_dir = RunDir(cfg.output_dir)
+    final, partial = run_dir.checkpoint(state.step), run_dir.checkpoint(state.step, partial=True)
     if accelerator.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -94,7 +94,7 @@ def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: tor
     accelerator.wait_for_everyone()  # every process's files are in
     if accelerator.is_main_process:
         (partial / STATE).write_text(json.dumps(dataclasses.asdict(state), indent=1) + "\n")
-        save_config(cfg, partial / "config.yaml")
+        save_config(cfg, partial / CONFIG)
         hf = accelerator.unwrap_model(model).hf
         if is_lora(hf):
             save_adapter_config(hf, partial)
@@ -104,8 +104,8 @@ def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: tor
         if final.exists():  # the same step saved again (a run restarted with train.resume=auto)
             shutil.rmtree(final)
         partial.rename(final)
-        _fsync(root)
-        prune(root.parent, cfg.train.save_total_limit)
+        _fsync(run_dir.checkpoints)
+        prune(run_dir.root, cfg.train.save_total_limit)
         log.info("checkpoint: %s", final)
     accelerator.wait_for_everyone()
     return final
@@ -121,16 +121,17 @@ def _fsync(path: Path) -> None:
 
 def prune(run_dir: Path, keep: int) -> None:
     """Remove all but the newest `keep` complete checkpoints (0 keeps all) and leftover partial folders."""
-    for partial in (run_dir / CHECKPOINTS).glob(f"{PARTIAL}*"):
+    folder = RunDir(run_dir)
+    for partial in folder.checkpoints.glob(f"{PARTIAL}*"):
         shutil.rmtree(partial, ignore_errors=True)
-    complete = checkpoints(run_dir)
+    complete = folder.complete_checkpoints()
     for _, path in complete[: max(0, len(complete) - keep)] if keep > 0 else []:
         shutil.rmtree(path)
 
 
 def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> TrainState:
     """Restore model, optimizer, RNG states (accelerate) and the run's position (trainer_state.json)."""
-    saved = load_config(path / "config.yaml") if (path / "config.yaml").is_file() else None
+    saved = load_config(path / CONFIG) if (path / CONFIG).is_file() else None
     if saved is not None:
         changed = _changed_keys(to_dict(saved), to_dict(cfg), ignore={"train.resume"})
         if changed:

@@ -5,6 +5,9 @@
 - A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
   `train.max_nonfinite` in a row stop the run with the step and the likely cause.
 - An out-of-memory error is re-raised naming the settings that lower memory, with their current values.
+- A model or tokenizer that cannot be loaded is one line naming the config key (`loading`).
+- Processes that planned different batches fail at once, naming the difference, instead of waiting on each
+  other forever (`same_plan_everywhere`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,18 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from accelerate import Accelerator
 
+from rm.collate.planner import PairBatches
+from rm.collate.shard import RankBatches
 from rm.config import RunConfig
-from rm.errors import TrainingError
+from rm.errors import ModelError, TrainingError
+from rm.model.pretrained import why_not_loaded
 
 log = logging.getLogger("rm")
 
@@ -145,3 +153,27 @@ def explain_oom(cfg: RunConfig, phase: str, state=None) -> Iterator[None]:
         step = state.step + 1 if state is not None else None
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TrainingError(f"{oom_advice(cfg, phase, step)}\n({first_line})") from e
+
+
+@contextmanager
+def loading(key: str, name: str) -> Iterator[None]:
+    """A model or tokenizer that transformers cannot find becomes one line naming the config key, not 80
+    lines of traceback. transformers raises OSError for every kind: missing folder, bad repo id, offline."""
+    try:
+        yield
+    except OSError as e:
+        raise ModelError(f"{key}={name}: cannot load it: {why_not_loaded(name, e)}") from None
+
+
+def same_plan_everywhere(accelerator: Accelerator, plan: PairBatches, mine: RankBatches) -> None:
+    """Fail, naming the difference, where processes planned different batches (different data or lengths):
+    they would otherwise wait on each other forever at the first step one of them does not take."""
+    if accelerator.num_processes == 1:
+        return
+    ours = [len(mine), zlib.crc32(repr(plan.batches()).encode()), len(plan.pairs)]
+    every = accelerator.gather(torch.tensor(ours, device=accelerator.device)).view(-1, 3).tolist()
+    if any(row != every[0] for row in every):
+        raise TrainingError(
+            "processes planned different batches (micro-batches each, plan checksum, pairs): "
+            + ", ".join(f"process {r}: {row}" for r, row in enumerate(every))
+        )

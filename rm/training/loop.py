@@ -17,7 +17,6 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,6 +28,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rm.collate.shard import RankBatches
 from rm.config import RunConfig
+from rm.config.rundir import RunDir
 from rm.data.heap import hold_freed_memory
 from rm.evaluation.gather import evaluate
 from rm.model.loss import bradley_terry_loss
@@ -38,8 +38,6 @@ from rm.training.checkpoint import TrainState
 from rm.training.faults import Preemption, explain_oom, skip_nonfinite
 
 log = logging.getLogger("rm")
-LOG = "train_log.jsonl"
-"""One JSON row per log step in the run directory, appended as the run goes."""
 
 
 @dataclass
@@ -222,12 +220,12 @@ def start_log(run: Run) -> None:
     """train_log.jsonl as the run stands (a resumed run's rows so far): rows are appended as they are logged,
     so a run stopped any way at all keeps its log up to the last log step."""
     if run.accelerator.is_main_process:
-        Path(run.cfg.output_dir, LOG).write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
+        RunDir(run.cfg.output_dir).train_log.write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
 
 
 def append_log(run: Run, row: dict) -> None:
     if run.accelerator.is_main_process:
-        with open(Path(run.cfg.output_dir, LOG), "a") as f:
+        with open(RunDir(run.cfg.output_dir).train_log, "a") as f:
             f.write(json.dumps(row) + "\n")
 
 

@@ -7,7 +7,6 @@ the loop itself is `rm.training.loop.fit`.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -25,9 +24,10 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
+from rm.config.rundir import TRACKING, RunDir
 from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
-from rm.evaluation.metrics import json_safe
+from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push, push_folder
 from rm.model.build import build_model
@@ -37,19 +37,13 @@ from rm.model.reward import RewardModel, transformers_model
 from rm.tokens.prepare import Prepared, prepare_data
 from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
+from rm.training.accelerator import exportable, make_accelerator
 from rm.training.checkpoint import TrainState
-from rm.training.faults import explain_oom
-from rm.training.launch import (
-    check_output_dir,
-    claim_output_dir,
-    exportable,
-    flat,
-    loading,
-    make_accelerator,
-    same_plan_everywhere,
-)
+from rm.training.faults import explain_oom, loading, same_plan_everywhere
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer
+from rm.training.output_dir import check_output_dir, claim_output_dir
+from rm.training.trackers import flat
 
 log = logging.getLogger("rm")
 
@@ -74,7 +68,7 @@ def main(
     data = load_and_encode(cfg, accelerator)
     with explain_oom(cfg, "loading the model"):
         model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
-    run = prepare(cfg, accelerator, data, model, layout, resume_from)
+    run = set_up(cfg, accelerator, data, model, layout, resume_from)
     with explain_oom(cfg, "training", run.state):
         interrupted = fit(run, Hooks(on_batch, on_eval))
     info = train_info(run, resume_from, started)
@@ -110,7 +104,6 @@ def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     """Pairs loaded, the tokenizer, both splits encoded: by the main process first, from the tokenized-data
     cache if it has them (rm/tokens/prepare.py), the other processes then reading what it stored."""
-    out = Path(cfg.output_dir)
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
@@ -121,7 +114,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     for line in data.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
-        data.report.write(out)  # data_report.json and skipped.jsonl
+        data.report.write(Path(cfg.output_dir))  # data_report.json and skipped.jsonl
     check_not_empty(cfg, data)
     return data
 
@@ -160,7 +153,7 @@ def build_reward_model(
     return model, layout, new_model
 
 
-def prepare(
+def set_up(
     cfg: RunConfig, accelerator: Accelerator, data: Prepared, model: RewardModel, layout: str, resume_from: Path | None
 ) -> Run:
     """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's
@@ -174,10 +167,24 @@ def prepare(
     collate = COLLATORS[layout](pad, c.pack_length) if layout in COLLATORS else PaddedCollator(pad)
     rank, world = accelerator.process_index, accelerator.num_processes
     train_plan = PairBatches(
-        data.train, layout, t.batch_size, c.max_tokens, True, t.seed, c.group_pairs, c.pack_length, c.group_by_length
+        pairs=data.train,
+        layout=layout,
+        batch_size=t.batch_size,
+        max_tokens=c.max_tokens,
+        shuffle=True,
+        seed=t.seed,
+        group_pairs=c.group_pairs,
+        pack_length=c.pack_length,
+        group_by_length=c.group_by_length,
     )
     eval_plan = PairBatches(
-        data.eval, layout, t.eval_batch_size, c.eval_max_tokens, False, 0, c.group_pairs, c.pack_length
+        pairs=data.eval,
+        layout=layout,
+        batch_size=t.eval_batch_size,
+        max_tokens=c.eval_max_tokens,
+        shuffle=False,  # the same batches at every eval
+        group_pairs=c.group_pairs,
+        pack_length=c.pack_length,
     )
     train_batches = RankBatches(train_plan, rank, world, t.grad_accum)
     train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
@@ -194,13 +201,22 @@ def prepare(
     warmup = round(t.warmup_ratio * max_steps)
     scheduler = get_scheduler(SCHEDULERS[t.scheduler], optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
     if t.report_to:
-        accelerator.init_trackers("rm", config=flat(to_dict(cfg)))
+        accelerator.init_trackers(TRACKING, config=flat(to_dict(cfg)))
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
     state.plan_slots = world * t.grad_accum
     return Run(
-        cfg, accelerator, model, optimizer, scheduler, train_loader, train_batches, eval_loader, data.subsets, state,
-        max_steps,
-    )  # fmt: skip
+        cfg=cfg,
+        accelerator=accelerator,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        train_loader=train_loader,
+        train_batches=train_batches,
+        eval_loader=eval_loader,
+        subsets=data.subsets,
+        state=state,
+        max_steps=max_steps,
+    )
 
 
 def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
@@ -219,15 +235,15 @@ def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
 def stopped(run: Run, info: dict) -> dict:
     """After SIGTERM or Ctrl-C: the checkpoint is saved; a final eval and export could outlast the grace period."""
     if run.accelerator.is_main_process:
-        out = run.cfg.output_dir
+        config = RunDir(run.cfg.output_dir).config
         print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
-        print(f"continue with: python -m rm train {out}/config.yaml train.resume=auto (or accelerate launch …)")
+        print(f"continue with: python -m rm train {config} train.resume=auto (or accelerate launch …)")
     return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
 
 
 def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info: dict) -> dict:
     """The final eval on every process; eval.json, the export and the summary table from the main process."""
-    cfg, accelerator, out = run.cfg, run.accelerator, Path(run.cfg.output_dir)
+    cfg, accelerator, out = run.cfg, run.accelerator, RunDir(run.cfg.output_dir)
     with explain_oom(cfg, "evaluation"):
         result = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
     log_eval(accelerator, result, run.state.step)
@@ -235,30 +251,29 @@ def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info:
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
     if accelerator.is_main_process:
-        # JSON has no NaN (an undefined metric): null, so that every parser reads the file.
-        (out / "eval.json").write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")
+        write_eval(out.eval_json, result)  # an undefined metric (NaN) as null
         if cfg.export.enabled and cfg.model.lora.qlora:
             log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
         elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights
             weights = Weights(run.state.step, run.state.step, result)
             run_data = RunData(data.subsets, data.train, data.eval)
             options = ExportOptions(normalize=cfg.export.normalize, overwrite=True)
-            export_model(trained, data.tokenizer, out / "export", cfg, weights, run_data, options)
+            export_model(trained, data.tokenizer, out.export, cfg, weights, run_data, options)
         print(f"\nheld-out accuracy after {run.state.step} steps ({info['seconds']} s):")
         print(format_table(result))
-        print(f"run directory: {out}")
+        print(f"run directory: {out.root}")
     return result
 
 
 def push_export(cfg: RunConfig) -> None:
     """Upload the end-of-run export (export.push_to_hub); a failure says how to push the finished run later."""
-    out, e = Path(cfg.output_dir), cfg.export
+    out, e = RunDir(cfg.output_dir), cfg.export
     try:
-        url = push_folder(out / "export", e.push_to_hub, private=e.private, revision=e.revision or None)
+        url = push_folder(out.export, e.push_to_hub, private=e.private, revision=e.revision or None)
     except ExportError as err:
         flags = (" --private" if e.private else "") + (f" --revision {e.revision}" if e.revision else "")
         raise ExportError(
             f"{err}. The run itself is complete; push it later with: "
-            f"python -m rm export {out} --out {out / 'export'} --push-to-hub {e.push_to_hub}{flags}"
+            f"python -m rm export {out.root} --out {out.export} --push-to-hub {e.push_to_hub}{flags}"
         ) from None
     print(f"pushed: {url}")

@@ -3,15 +3,15 @@ import random
 import pytest
 
 from conftest import packed_cost, padded_cost
-from rm.collate.pack import PackedCollator, SharedCollator, pair_length
+from rm.collate.pack import PackedCollator, SharedCollator, group_length
 from rm.collate.planner import PairBatches, shared_cost
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 
 def make_pairs(n, seed=0):
     rng = random.Random(seed)
     return [
-        EncodedPair([1] * rng.randint(1, 60), [2] * rng.randint(1, 20), [3] * rng.randint(1, 20), 0, index=i)
+        EncodedGroup.pair([1] * rng.randint(1, 60), [2] * rng.randint(1, 20), [3] * rng.randint(1, 20), 0, index=i)
         for i in range(n)
     ]
 
@@ -26,7 +26,7 @@ def test_token_budget_batches_cover_every_pair_once_within_budget(layout):
         chunk = [pairs[i] for i in b]
         if layout == "shared":
             slots = SharedCollator(0)(chunk)["input_ids"].numel()  # the tensor the collator really builds
-            assert slots <= shared_cost(sorted((pair_length(p) for p in chunk), reverse=True), 0)
+            assert slots <= shared_cost(sorted((group_length(p) for p in chunk), reverse=True), 0)
         elif layout == "packed":
             slots = PackedCollator(0)(chunk)["input_ids"].numel()
             assert slots == packed_cost(chunk, 0)  # the same first-fit as the collator's
@@ -49,7 +49,7 @@ def test_batches_are_seeded_per_epoch_and_fixed_count_mode_is_plain():
 
 def test_length_grouping_wastes_fewer_slots_than_random_batches():
     pairs = make_pairs(400, seed=5)
-    real = sum(pair_length(p) for p in pairs)
+    real = sum(group_length(p) for p in pairs)
 
     def slots(sampler):
         return sum(SharedCollator(0)([pairs[i] for i in b])["input_ids"].numel() for b in sampler)
@@ -87,11 +87,11 @@ def test_each_layout_groups_by_the_width_it_needs(layout):
     the least padding consecutive batches of 8 can have."""
     rng = random.Random(9)
     pairs = [  # responses of very different lengths, so the two orders disagree
-        EncodedPair([1] * rng.randint(1, 30), [2] * rng.randint(1, 40), [3] * rng.randint(1, 40), 0, index=i)
+        EncodedGroup.pair([1] * rng.randint(1, 30), [2] * rng.randint(1, 40), [3] * rng.randint(1, 40), 0, index=i)
         for i in range(96)
     ]
     width = {
-        "shared": pair_length,
+        "shared": group_length,
         "packed": lambda p: len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)),
         "padded": lambda p: len(p.prompt_ids) + max(len(p.chosen_ids), len(p.rejected_ids)),
     }[layout]

@@ -11,31 +11,39 @@ from rm.errors import ConfigError
 from rm.model.loss import bradley_terry_loss
 from rm.model.masks import dense_mask
 from rm.model.reward import RewardModel, pair_rewards
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 ARCHS = ["llama", "qwen2", "mistral", "gpt_neox"]
 
 
 def test_collator_matches_its_docstring_example():
-    batch = [EncodedPair([5, 6], [8], [11, 12], 3, 0.5, index=10), EncodedPair([7], [9, 10], [13], 4, index=11)]
+    batch = [
+        EncodedGroup.pair([5, 6], [8], [11, 12], 3, 0.5, index=10),
+        EncodedGroup.pair([7], [9, 10], [13], 4, index=11),
+    ]
     out = SharedCollator(pad_token_id=0, pack_length=9)(batch)
     assert out["input_ids"].tolist() == [[5, 6, 8, 11, 12, 7, 9, 10, 13]]
     assert out["position_ids"].tolist() == [[0, 1, 2, 2, 3, 0, 1, 2, 1]]
     assert out["pair_ids"].tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 1]]
     assert out["segment_ids"].tolist() == [[0, 0, 1, 2, 2, 0, 1, 1, 2]]
-    assert out["chosen_index"].tolist() == [2, 7] and out["rejected_index"].tolist() == [4, 8]
+    assert out["reward_index"].tolist() == [2, 7, 4, 8]
+    assert out["better"].tolist() == [0, 1] and out["worse"].tolist() == [2, 3]
     assert out["subset_ids"].tolist() == [3, 4] and out["pair_index"].tolist() == [10, 11]
     assert out["margin"].tolist() == [0.5, 0.0]
 
 
 def test_packed_collator_matches_its_docstring_example():
-    batch = [EncodedPair([5, 6], [8], [11, 12], 3, 0.5, index=10), EncodedPair([7], [9, 10], [13], 4, index=11)]
+    batch = [
+        EncodedGroup.pair([5, 6], [8], [11, 12], 3, 0.5, index=10),
+        EncodedGroup.pair([7], [9, 10], [13], 4, index=11),
+    ]
     out = PackedCollator(pad_token_id=0, pack_length=7)(batch)
     assert out["input_ids"].tolist() == [[5, 6, 11, 12, 5, 6, 8], [7, 9, 10, 7, 13, 0, 0]]
     assert out["position_ids"].tolist() == [[0, 1, 2, 3, 0, 1, 2], [0, 1, 2, 0, 1, 0, 0]]
     assert out["pair_ids"].tolist() == [[1, 1, 1, 1, 0, 0, 0], [2, 2, 2, 3, 3, -1, -1]]
     assert out["segment_ids"].tolist() == [[0, 0, 1, 1, 0, 0, 1], [0, 1, 1, 0, 1, -1, -1]]
-    assert out["chosen_index"].tolist() == [6, 9] and out["rejected_index"].tolist() == [3, 11]
+    assert out["reward_index"].tolist() == [6, 9, 3, 11]
+    assert out["better"].tolist() == [0, 1] and out["worse"].tolist() == [2, 3]
     assert out["subset_ids"].tolist() == [3, 4] and out["pair_index"].tolist() == [10, 11]
     # the prompt really is there twice: every pair's slots are 2 * prompt + chosen + rejected
     assert int((out["pair_ids"] >= 0).sum()) == sum(2 * len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids)
@@ -44,7 +52,7 @@ def test_packed_collator_matches_its_docstring_example():
 
 def test_mask_rule_on_one_pair():
     """prompt (0, 1), chosen (2), rejected (3, 4): rejected sees the prompt and itself, never the chosen."""
-    out = SharedCollator(pad_token_id=0)([EncodedPair([5, 6], [8], [11, 12], 0)])
+    out = SharedCollator(pad_token_id=0)([EncodedGroup.pair([5, 6], [8], [11, 12], 0)])
     mask = dense_mask(out["pair_ids"], out["segment_ids"])[0, 0].int().tolist()
     assert mask == [
         [1, 0, 0, 0, 0],

@@ -9,13 +9,13 @@ import pytest
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches, deal, even_out
 from rm.errors import DataError
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 
 def make_pairs(n, seed=0):
     rng = random.Random(seed)
     return [
-        EncodedPair([1] * rng.randint(1, 60), [2] * rng.randint(1, 20), [3] * rng.randint(1, 20), 0, index=i)
+        EncodedGroup.pair([1] * rng.randint(1, 60), [2] * rng.randint(1, 20), [3] * rng.randint(1, 20), 0, index=i)
         for i in range(n)
     ]
 

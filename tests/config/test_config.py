@@ -137,7 +137,7 @@ def test_the_launcher_configs_cover_cpu_one_gpu_ddp_fsdp_and_zero3():
     assert {k: str(c.distributed_type.value) for k, c in kinds.items()} == {
         "cpu-ddp": "MULTI_GPU",  # torchrun; rm runs gloo on the CPU when no GPU is visible
         "two-machines-cpu": "MULTI_GPU",
-        "cpu-fsdp": "FSDP",  # rm sets FSDP up on the CPU itself (rm/training/launch.py)
+        "cpu-fsdp": "FSDP",  # rm sets FSDP up on the CPU itself (rm/training/accelerator.py)
         "single-gpu": "NO",
         "multi-gpu-ddp": "MULTI_GPU",
         "fsdp": "FSDP",

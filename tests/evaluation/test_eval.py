@@ -9,11 +9,14 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from rm.cli import build_parser
 from rm.cli import main as cli_main
+from rm.cli.evaluate import eval_data
 from rm.config import DataConfig
-from rm.data.load import load_pairs, load_splits
+from rm.data.data_report import DataReport
+from rm.data.load import eval_pairs, load_pairs, load_splits
 from rm.evaluation import metrics
-from rm.evaluation.eval_report import PLOTS, build_result, select_pairs
+from rm.evaluation.eval_report import PLOTS, EvalOptions, build_result, describe_data
 from rm.evaluation.eval_report import evaluate_model as main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -30,7 +33,8 @@ def assert_png(path):
 @pytest.fixture(scope="module")
 def report(exported_tiny, synthetic_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval")
-    result = main(str(exported_tiny), str(synthetic_root), out, batch_size=7, samples=300, seed=1)
+    data = DataConfig(source=str(synthetic_root))  # its test split, as `rm eval --data` reads by default
+    result = main(str(exported_tiny), data, out, EvalOptions(batch_size=7, samples=300, seed=1))
     return out, result
 
 
@@ -110,17 +114,23 @@ def test_intervals_are_reproducible_under_the_seed(report, synthetic_root):
 
 
 def test_holdout_selects_exactly_the_training_eval_set(synthetic_root):
-    """`--holdout 0.2 --split-seed 5` must give the pairs a run with eval_fraction=0.2, split_seed=5 held out."""
+    """`--holdout 0.2 --split-seed 5` must give the pairs a run with eval_fraction=0.2, split_seed=5 held out
+    (the flags mapped onto a DataConfig by the CLI, as `rm eval` maps them)."""
     cfg = DataConfig(source=str(synthetic_root), eval_split="", eval_fraction=0.2, split_seed=5, max_eval_pairs=17)
     _, held = load_splits(cfg, synthetic_root)
-    pairs, how = select_pairs(str(synthetic_root), "train", [], 0.2, 5, 17)
+    flags = ["--split", "train", "--holdout", "0.2", "--split-seed", "5", "--max-pairs", "17"]
+    data = eval_data(build_parser().parse_args(["eval", "--model", "m", "--data", str(synthetic_root), *flags]))
+    loading = DataReport()
+    pairs, how = eval_pairs(data, report=loading), describe_data(data, loading)
     assert [p.origin for p in pairs] == [p.origin for p in held] and len(pairs) == 17
     assert "held-out 0.2" in how and "split seed 5" in how
 
 
 def test_pairs_too_long_are_dropped_and_listed(exported_tiny, synthetic_root, tmp_path):
     """At max_length 40 some synthetic pairs cannot fit: each is listed, and n counts only the rest."""
-    result = main(str(exported_tiny), str(synthetic_root), tmp_path, max_length=40, samples=50)
+    result = main(
+        str(exported_tiny), DataConfig(source=str(synthetic_root)), tmp_path, EvalOptions(max_length=40, samples=50)
+    )
     info = result["eval"]
     assert info["pairs_dropped_too_long"] == len(info["dropped"]) > 0
     assert result["overall"]["n"] + info["pairs_dropped_too_long"] == info["pairs_loaded"] == 60

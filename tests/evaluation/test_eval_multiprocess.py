@@ -1,5 +1,5 @@
-"""Two CPU processes under `accelerate launch`: every eval pair is gathered exactly once, also when the
-eval set (61 pairs) divides evenly neither into batches nor across the processes.
+"""Two and three CPU processes under `accelerate launch`: every eval pair is gathered exactly once, also when
+the eval set (61 pairs) divides evenly neither into batches nor across the processes.
 
 `accelerate launch --cpu --num_processes 2` starts ONE process (accelerate 1.x only fans out on CPU
 through mpirun), so the launch here is `--multi_gpu` (torchrun) with ACCELERATE_USE_CPU=1, which gives
@@ -18,7 +18,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import QUICKSTART, REPO, TINY
+from rm.config import DataConfig
 from rm.data.load import load_pairs, subset_counts
+from rm.evaluation.eval_report import EvalOptions
 from rm.evaluation.eval_report import evaluate_model as eval_main
 
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -31,8 +33,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(*args: str) -> subprocess.CompletedProcess:
-    cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+def launch(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
+    cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1"]
     cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     env = os.environ | {"ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd + ["-m", "rm", *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
@@ -43,7 +45,7 @@ def launch(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_two_processes_count_every_eval_pair_once(tmp_path):
     out = tmp_path / "run"
-    # eval_batch_size 16: batches of 16, 16, 16, 13 -> two per process, the last one padded by accelerate.
+    # eval_batch_size 16: batches of 16, 16, 16, 13 -> two per process (rm/collate/shard.py's EvalBatches).
     launch("train", str(QUICKSTART), *TINY, "train.max_steps=4", "train.eval_steps=2", "train.save_steps=0",
            f"output_dir={out}")  # fmt: skip
     held = load_pairs(str(out / "data"), "test", [])
@@ -62,17 +64,18 @@ def test_two_processes_count_every_eval_pair_once(tmp_path):
     assert {"eval/accuracy", "eval/ece"} <= tags
     assert events.Scalars("eval/ece")[-1].value == pytest.approx(saved["overall"]["ece"], rel=1e-5)
 
-    # `rm eval` on the export: two processes gather the same rewards, in the same order, as one.
-    # Batches of 8: 7 full ones and one of 5, so the processes get 4 batches each and the last is padded.
-    launch("eval", "--model", str(out / "export"), "--data", str(out / "data"), "--out", str(tmp_path / "two"),
-           "--batch-size", "8")  # fmt: skip
-    eval_main(str(out / "export"), str(out / "data"), tmp_path / "one", batch_size=8)
-    rows = {}
-    for name in ("one", "two"):
+    # `rm eval` on the export: two and three processes gather the same rewards, in the same order, as one.
+    # Batches of 8: 7 full ones and one of 5, the one-process plan dealt out (EvalBatches): 4 each on two
+    # processes; on three, rounds of 3, 3 and 2 batches, so one process scores a pair again in the last round.
+    eval_main(str(out / "export"), DataConfig(source=str(out / "data")), tmp_path / "one", EvalOptions(batch_size=8))
+    rows = {"one": [json.loads(line) for line in (tmp_path / "one" / "rewards.jsonl").read_text().splitlines()]}
+    for processes, name in ((2, "two"), (3, "three")):
+        launch("eval", "--model", str(out / "export"), "--data", str(out / "data"), "--out", str(tmp_path / name),
+               "--batch-size", "8", processes=processes)  # fmt: skip
         rows[name] = [json.loads(line) for line in (tmp_path / name / "rewards.jsonl").read_text().splitlines()]
-    assert [r["origin"] for r in rows["two"]] == [r["origin"] for r in rows["one"]] == [p.origin for p in held]
-    for key in ("chosen_reward", "rejected_reward"):
-        assert np.allclose([r[key] for r in rows["two"]], [r[key] for r in rows["one"]], atol=1e-5)
-    two = json.loads((tmp_path / "two" / "eval.json").read_text())
-    assert two["eval"]["processes"] == 2 and two["overall"]["n"] == 61
-    assert two["overall"]["accuracy"] == pytest.approx(saved["overall"]["accuracy"])
+        assert [r["origin"] for r in rows[name]] == [r["origin"] for r in rows["one"]] == [p.origin for p in held]
+        for key in ("chosen_reward", "rejected_reward"):
+            assert np.allclose([r[key] for r in rows[name]], [r[key] for r in rows["one"]], atol=1e-5)
+        many = json.loads((tmp_path / name / "eval.json").read_text())
+        assert many["eval"]["processes"] == processes and many["overall"]["n"] == 61
+        assert many["overall"]["accuracy"] == pytest.approx(saved["overall"]["accuracy"])

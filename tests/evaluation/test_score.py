@@ -73,19 +73,31 @@ def test_a_file_holding_one_json_array_is_read_too(exported_tiny, tmp_path):
         score_file(model, tok, tmp_path / "bad.json", tmp_path / "b.jsonl", progress=False)
 
 
-def test_too_long_texts_keep_their_end_and_are_flagged(exported_tiny, tmp_path):
-    long = CONVO.format(a=1, b=3) * 6
-    src = write_jsonl(tmp_path / "in.jsonl", [{"text": long}, {"text": "\n\nHuman: hi\n\nAssistant: hello"}])
+def test_too_long_texts_lose_leading_turns_and_a_too_long_response_keeps_its_end(exported_tiny, tmp_path):
+    """rm's one rule (rm/tokens/fit.py), as training fits a pair: six copies of a 19-token turn in 20 tokens lose
+    their five leading turns. In a pair whose rejected response alone is longer than 20 tokens (a pair training
+    would drop), that response keeps its newest 20 tokens, where the reward is read, and the chosen one, fitted
+    on its own, keeps its whole prompt. Records that lost anything are flagged."""
+    turn = CONVO.format(a=1, b=3)
+    prompt, long_response = "\n\nHuman: Sure?\n\nAssistant:", " It is" + " very" * 40 + " sure."
+    records = [
+        {"text": turn * 6},
+        {"text": "\n\nHuman: hi\n\nAssistant: hello"},
+        {"prompt": prompt, "chosen": " Yes.", "rejected": long_response},
+    ]
+    src = write_jsonl(tmp_path / "in.jsonl", records)
     model, tok = load_reward_model(str(exported_tiny))
     counts = score_file(model, tok, src, tmp_path / "out.jsonl", max_length=20, progress=False)
-    assert counts["records_truncated"] == 1
+    assert counts["records_truncated"] == 2
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert out[0]["truncated"] is True and "truncated" not in out[1]
-    ids = tok(long)["input_ids"][-20:]  # the reference: the newest 20 tokens, scored by plain transformers
+    assert [r.get("truncated") for r in out] == [True, None, True]
+    assert out[0]["reward"] == pytest.approx(plain_reward(exported_tiny, turn), abs=1e-5)  # the last turn alone
+    assert out[2]["chosen_reward"] == pytest.approx(plain_reward(exported_tiny, prompt + " Yes."), abs=1e-5)
+    ids = tok(long_response)["input_ids"][-20:]  # the reference: the newest 20 tokens, scored by plain transformers
     _, hf = plain(exported_tiny)
     with torch.no_grad():
         expected = hf(input_ids=torch.tensor([ids])).logits[0, 0].item()
-    assert out[0]["reward"] == pytest.approx(expected, abs=1e-5)
+    assert out[2]["rejected_reward"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_padded_layout_tensors_and_a_swapped_layout_is_used(exported_tiny, tmp_path):

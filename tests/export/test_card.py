@@ -132,3 +132,14 @@ def test_the_license_comes_from_export_license_and_the_card_asks_for_it_when_uns
     assert "license" not in front_matter(card) and "# license: not set. Export with export.license=" in card
     licensed = render_card(load_config(overrides=["export.license=apache-2.0"]), facts(step=1, final_step=1))
     assert front_matter(licensed)["license"] == "apache-2.0" and "license: not set" not in licensed
+
+
+def test_the_card_states_rms_truncation_rule_beside_the_tokenizers():
+    """The exported tokenizer cuts tokens from the left (`truncation_side: left`); rm cuts a long prompt at its
+    turns first (rm/tokens/fit.py). The card says both, and that they differ only for prompts that do not fit."""
+    card = render_card(RunConfig(), facts(step=1, final_step=1, max_length=512))
+    text = " ".join(card.split())  # the rule as one sentence, whatever the line breaks
+    assert "`model_max_length` is 512, the length trained on, and `truncation_side` is left" in text
+    assert "loses whole leading turns first (the final question stays), then tokens from its left" in text
+    assert "a response too long to fit even alone drops its pair in training and `rm eval`, and keeps its end" in text
+    assert "the two differ only where a prompt does not fit beside its response in `max_length` tokens" in text

@@ -1,6 +1,9 @@
 """Round trips: a model as training holds it (full, or LoRA-wrapped by peft) -> export folder -> plain
 transformers and the text-classification pipeline, which must give the training-time rewards."""
 
+import json
+import math
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -10,6 +13,7 @@ from conftest import tiny_model
 from rm.config import RunConfig
 from rm.data.load import load_pairs
 from rm.errors import ExportError
+from rm.evaluation.summary import summarize
 from rm.export.folder import ExportOptions, Weights, export_model
 from rm.model.reward import RewardModel
 
@@ -151,3 +155,14 @@ def test_a_head_with_more_than_one_output_is_refused(tokenizer, tmp_path):
     with pytest.raises(ExportError, match="2 outputs"):
         export_model(model, tokenizer, tmp_path / "export", RunConfig(), Weights(1, 1))
     assert not (tmp_path / "export").exists()
+
+
+def test_an_undefined_metric_is_null_in_the_exports_eval_json_as_in_the_runs(tokenizer, tmp_path):
+    """An eval of no pairs has no accuracy (NaN): the run's eval.json says null, and so must the export's,
+    which a strict JSON parser would otherwise refuse (`NaN` is not JSON)."""
+    result = {"overall": summarize(torch.zeros(0), torch.zeros(0)), "subsets": {}}
+    assert math.isnan(result["overall"]["accuracy"])
+    out = export_model(tiny_model(tokenizer), tokenizer, tmp_path / "export", RunConfig(), Weights(1, 1, result))
+    text = (out / "eval.json").read_text()
+    saved = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in eval.json is not JSON"))
+    assert saved["overall"]["accuracy"] is None and saved["overall"]["n"] == 0

@@ -23,7 +23,7 @@ from rm.model.build import build_model
 from rm.model.loss import bradley_terry_loss
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, pair_rewards
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 WINDOW = 16  # issue 13's case: windows and chunks of 16 tokens, pairs of 9-45 tokens
 ALTERNATING = {"sliding_window": WINDOW, "layer_types": ["sliding_attention", "full_attention"]}
@@ -107,7 +107,7 @@ def tiny(arch: Arch, vocab: int, pad: int, eos: int | None, **model_cfg) -> Mode
     return ModelConfig(random_init=shape, **model_cfg)
 
 
-def window_pairs(vocab: int, n: int, seed: int) -> list[EncodedPair]:
+def window_pairs(vocab: int, n: int, seed: int) -> list[EncodedGroup]:
     """Pairs of 9-45 tokens: prompts and responses on both sides of a 16-token window's edge."""
     rng = random.Random(seed)
 
@@ -118,11 +118,11 @@ def window_pairs(vocab: int, n: int, seed: int) -> list[EncodedPair]:
     for i in range(n):
         p = rng.randint(1, 25)
         c, r = rng.randint(max(1, 9 - p), 45 - p), rng.randint(max(1, 9 - p), 45 - p)
-        pairs.append(EncodedPair(ids(p), ids(c), ids(r), 0, index=i))
+        pairs.append(EncodedGroup.pair(ids(p), ids(c), ids(r), 0, index=i))
     return pairs
 
 
-def separate(model: RewardModel, pairs: list[EncodedPair]) -> torch.Tensor:
+def separate(model: RewardModel, pairs: list[EncodedGroup]) -> torch.Tensor:
     """The reference: every sequence alone, unpadded, the model's own masks and positions."""
 
     def one(ids):
@@ -133,7 +133,7 @@ def separate(model: RewardModel, pairs: list[EncodedPair]) -> torch.Tensor:
     return torch.stack([one(s) for s in seqs])  # [2 * pairs]: chosen, then rejected
 
 
-def collate(layout: str, pad: int, pairs: list[EncodedPair]) -> dict[str, torch.Tensor]:
+def collate(layout: str, pad: int, pairs: list[EncodedGroup]) -> dict[str, torch.Tensor]:
     return (SharedCollator(pad, pack_length=96) if layout == "shared" else PaddedCollator(pad))(pairs)
 
 
@@ -185,7 +185,7 @@ def test_architecture_trains_is_exact_in_its_layout_and_exports(arch, tokenizer,
     assert ("trust_remote_code=True" in card) == (not native)
     plain = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=not native).eval()
     texts = [p.prompt_ids + p.chosen_ids for p in pairs] + [p.prompt_ids + p.rejected_ids for p in pairs]
-    rows = PaddedCollator(pad)([EncodedPair([], t, t, 0) for t in texts])
+    rows = PaddedCollator(pad)([EncodedGroup.pair([], t, t, 0) for t in texts])
     n = len(texts)
     with torch.no_grad():
         got = plain(input_ids=rows["input_ids"][:n], attention_mask=rows["attention_mask"][:n]).logits[:, 0]

@@ -20,7 +20,7 @@ from rm.model.build import build_model
 from rm.model.lora import add_lora, backbone_linear_names, qlora_unavailable, require_qlora
 from rm.model.loss import bradley_terry_loss
 from rm.model.reward import RewardModel, pair_rewards
-from rm.training.launch import mixed_precision
+from rm.training.accelerator import mixed_precision
 from rm.training.run import main
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"

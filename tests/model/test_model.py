@@ -4,7 +4,7 @@ import torch
 from conftest import tiny_model
 from rm.collate.padded import PaddedCollator
 from rm.model.reward import RewardModel, last_token_index, pair_rewards
-from rm.tokens.encode import EncodedPair
+from rm.tokens.store import EncodedGroup
 
 
 def test_last_token_index_for_right_and_left_padding():
@@ -26,7 +26,7 @@ def test_padded_batch_rewards_equal_unpadded_forwards(tokenizer, model_type):
     def rand(n):
         return torch.randint(2, len(tokenizer), (n,), generator=g).tolist()
 
-    batch = [EncodedPair(rand(p), rand(c), rand(r), 0) for p, c, r in [(5, 3, 9), (1, 7, 2), (12, 1, 1)]]
+    batch = [EncodedGroup.pair(rand(p), rand(c), rand(r), 0) for p, c, r in [(5, 3, 9), (1, 7, 2), (12, 1, 1)]]
     collated = PaddedCollator(tokenizer.pad_token_id)(batch)
     with torch.no_grad():
         chosen, rejected = pair_rewards(model, collated)
@@ -42,7 +42,7 @@ def test_reward_is_read_at_the_last_real_token_even_when_pad_equals_eos(tokenize
     eos = tokenizer.eos_token_id
     model = RewardModel(tiny_model(tokenizer, pad_token_id=eos))
     short, long = [5, 9, 3, eos], [5, 9, 3, 8, 8, 2, eos]
-    collated = PaddedCollator(pad_token_id=eos)([EncodedPair([], short, long, 0)])
+    collated = PaddedCollator(pad_token_id=eos)([EncodedGroup.pair([], short, long, 0)])
     with torch.no_grad():
         chosen, rejected = pair_rewards(model, collated)
         expected = single_reward(model, short)
@@ -90,7 +90,7 @@ def test_rewards_are_computed_without_a_key_value_cache(tokenizer):
     backbone = transformers_model(model.hf).base_model
     seen = []
     hook = backbone.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("use_cache")), with_kwargs=True)
-    batch = PaddedCollator(tokenizer.pad_token_id)([EncodedPair([5, 6, 7], [8, 9], [10], 0, index=0)])
+    batch = PaddedCollator(tokenizer.pad_token_id)([EncodedGroup.pair([5, 6, 7], [8, 9], [10], 0, index=0)])
     with torch.no_grad():
         got = pair_rewards(model, batch)
         hook.remove()

@@ -131,3 +131,36 @@ def test_a_terminated_conductor_leaves_no_worker_behind(tmp_path):
         if pid_file.exists() and pid_file.read_text():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_bench_pairs_keep_exactly_the_pairs_that_fit_whole(tmp_path):
+    """Every mode must see the same pairs, so a pair rm would change to fit (a long prompt cut at its turns)
+    is left out like one TRL drops. The reference is the length arithmetic: the prompt and the longer response
+    within max_length (this tokenizer puts nothing in front), with the ids the saved tokenizer gives each text."""
+    from transformers import AutoTokenizer
+
+    turn = "\n\nHuman: question {} about apples?\n\nAssistant: an answer about pears."
+    records = [
+        {
+            "prompt": "".join(turn.format(k) for k in range(1 + i % 4 * 3)) + f"\n\nHuman: and {i}?\n\nAssistant:",
+            "chosen": f" yes {i}",
+            "rejected": " no" + " really" * (i % 3 * 20),
+        }
+        for i in range(12)
+    ]
+    data = tmp_path / "hh.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    bench = benchlib.bench_pairs(data, tmp_path / "work", n_eval=3, max_length=80, vocab=300, seed=0, limit=0)
+    tok = AutoTokenizer.from_pretrained(bench.tokenizer_dir)
+    written = bench.data_dir / "harmless-base"
+    kept = [json.loads(line) for s in ("train", "test") for line in (written / f"{s}.jsonl").read_text().splitlines()]
+    assert len(bench.train) + len(bench.eval) == len(kept)
+    assert tok("a")["input_ids"] == tok.encode("a", add_special_tokens=False)  # nothing in front of a text
+    for record in records:
+        ids = {k: tok(record[k], add_special_tokens=False)["input_ids"] for k in ("prompt", "chosen", "rejected")}
+        fits = len(ids["prompt"]) + max(len(ids["chosen"]), len(ids["rejected"])) <= 80
+        assert (record in kept) == fits
+        if fits:
+            assert (bench.train + bench.eval)[kept.index(record)] == ids
+    assert bench.dropped == len(records) - len(kept) and 0 < len(kept) < len(records)

@@ -11,14 +11,14 @@ from rm.collate.planner import PairBatches, shared_cost
 from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
 from rm.collate.shard import EvalBatches
 from rm.evaluation.score_file import _order_key
-from rm.tokens.store import EncodedPair, EncodedSplit
+from rm.tokens.store import EncodedGroup, EncodedSplit
 
 
-def lengths(p: EncodedPair) -> int:
+def lengths(p: EncodedGroup) -> int:
     return len(p.prompt_ids) + len(p.chosen_ids) + len(p.rejected_ids)
 
 
-def reference_cost(layout: str, chunk: list[EncodedPair]) -> int:
+def reference_cost(layout: str, chunk: list[EncodedGroup]) -> int:
     """The micro-batch's token slots read from the pairs themselves, not from the plan's length arrays."""
     if layout == "padded":
         return padded_cost(chunk)
@@ -30,7 +30,7 @@ def reference_cost(layout: str, chunk: list[EncodedPair]) -> int:
 @pytest.fixture
 def pairs():
     out = random_pairs(50, 40, seed=3)
-    out[5] = EncodedPair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
+    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
     return out
 
 

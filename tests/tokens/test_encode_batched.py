@@ -10,17 +10,10 @@ from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import LoadedData, load_pairs
-from rm.tokens.encode import (
-    EncodedPair,
-    EncodedSplit,
-    EncodeReport,
-    _cut_leading_turns,
-    batch_ids,
-    encode_kept,
-    encode_pairs,
-    encode_splits,
-    release_texts,
-)
+from rm.tokens.encode import EncodeReport, encode_kept, encode_pairs, encode_splits, release_texts
+from rm.tokens.fit import later_turns
+from rm.tokens.ids import batch_ids
+from rm.tokens.store import EncodedGroup, EncodedSplit
 from rm.tokens.tokenizer import special_prefix, train_bpe
 
 
@@ -40,14 +33,14 @@ def one_call_per_text(pairs, tokenizer, max_length):
         prompt = ids(pair.prompt)
         if len(prompt) > room:
             report.prompt_truncated += 1
-            for shorter in _cut_leading_turns(pair.prompt, pair.turn_starts):
+            for shorter in later_turns(pair.prompt, pair.turn_starts):
                 prompt = ids(shorter)
                 if len(prompt) <= room:
                     break
             if len(prompt) > room:
                 report.prompt_cut_inside_turn += 1
                 prompt = prompt[len(prompt) - room :] if room else []
-        out.append(EncodedPair(prefix + prompt, chosen, rejected, 0, pair.margin or 0.0, len(out)))
+        out.append(EncodedGroup.pair(prefix + prompt, chosen, rejected, 0, pair.margin or 0.0, len(out)))
     report.kept = len(out)
     return out, report
 
@@ -63,7 +56,7 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
     assert want_report.prompt_truncated > 0 and want_report.too_long  # both paths of fitting are exercised
     assert got_report == want_report
     assert isinstance(got, EncodedSplit) and len(got) == len(want) > 1024  # more than one record batch
-    assert got.table.column("chosen_ids").num_chunks > 1
+    assert got.table.column("response_ids").num_chunks > 1
     fields = ("prompt_ids", "chosen_ids", "rejected_ids")
     for p in (got[0], got[-1]):  # views into the Arrow buffers, not copies
         assert all(isinstance(getattr(p, f), np.ndarray) and getattr(p, f).dtype == np.int32 for f in fields)
@@ -72,7 +65,8 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
         (*(getattr(p, f) for f in fields), p.subset_id, p.margin, p.index) for p in want
     ]
     lengths = np.array([[len(getattr(p, f)) for f in fields] for p in want]).T
-    assert all((a == b).all() for a, b in zip(got.lengths(), lengths, strict=True))
+    sizes = got.lengths()
+    assert (sizes.prompt == lengths[0]).all() and (sizes.responses.reshape(-1, 2).T == lengths[1:]).all()
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
@@ -86,9 +80,10 @@ def test_kept_positions_and_released_texts():
     assert [split[i].chosen_ids.tolist() for i in range(len(split))] == [p.chosen_ids for p in want]
 
     data = LoadedData(pairs[:200], pairs[200:], DataReport("skip"))
-    train, held = encode_splits(data, tokenizer, 200, ["harmless-base"])
+    encoding = encode_splits(data, tokenizer, 200, ["harmless-base"])
+    train, held = encoding.train, encoding.eval
     release_texts(data)
-    assert data.train == [] and data.eval == [] and "encoding" in data.report.notes
+    assert data.train == [] and data.eval == [] and encoding.note()["train"]["kept"] == len(train)
     assert len(train) + len(held) == len(split) and train[0].chosen_ids.tolist() == want[0].chosen_ids
 
 

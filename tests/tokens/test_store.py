@@ -7,16 +7,25 @@ import pytest
 
 from conftest import random_pairs
 from rm.errors import DataError
-from rm.tokens.store import SCHEMA, EncodedPair, EncodedSplit, join_ids, record_batch
+from rm.tokens.store import (
+    SCHEMA,
+    EncodedGroup,
+    EncodedSplit,
+    join_ids,
+    read_split,
+    record_batch,
+    split_to_table,
+    write_split,
+)
 
 FIELDS = ("prompt_ids", "chosen_ids", "rejected_ids")
 
 
-def as_tuple(p: EncodedPair) -> tuple:
+def as_tuple(p: EncodedGroup) -> tuple:
     return (*(list(map(int, getattr(p, f))) for f in FIELDS), p.subset_id, p.margin, p.index)
 
 
-def chunked(pairs: list[EncodedPair], sizes: list[int]) -> EncodedSplit:
+def chunked(pairs: list[EncodedGroup], sizes: list[int]) -> EncodedSplit:
     """A split written as several record batches (the way an encoder or a cache writes one)."""
     batches, start = [], 0
     for n in sizes:
@@ -28,7 +37,7 @@ def chunked(pairs: list[EncodedPair], sizes: list[int]) -> EncodedSplit:
 @pytest.fixture
 def pairs():
     out = random_pairs(50, 40, seed=3)
-    out[5] = EncodedPair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
+    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
     return out
 
 
@@ -40,7 +49,8 @@ def test_pairs_read_back_as_written_from_one_or_many_batches(pairs):
             as_tuple(p) for p in pairs[3:9:2]
         ]
         want = np.array([[len(getattr(p, f)) for f in FIELDS] for p in pairs]).T
-        assert all((a == b).all() for a, b in zip(split.lengths(), want, strict=True))
+        sizes = split.lengths()
+        assert (sizes.prompt == want[0]).all() and (sizes.responses.reshape(-1, 2).T == want[1:]).all()
         with pytest.raises(IndexError):
             split[len(pairs)]
 
@@ -75,3 +85,61 @@ def test_join_ids_concatenates_lists_and_arrays():
     a = np.array([5, 6], dtype=np.int32)
     assert join_ids(a, [7], np.zeros(0, dtype=np.int32), []).tolist() == [5, 6, 7]
     assert (a + a).tolist() == [10, 12]  # why `+` must not join ids
+
+
+def test_splits_round_trip_through_ipc_files_that_datasets_opens(tmp_path):
+    pairs = random_pairs(300, 50, seed=3)
+    table = split_to_table(pairs)
+    assert table.schema == SCHEMA and [as_tuple(p) for p in EncodedSplit(table)] == [as_tuple(p) for p in pairs]
+    write_split(pairs, tmp_path / "train.arrow")
+    assert [as_tuple(p) for p in read_split(tmp_path / "train.arrow")] == [as_tuple(p) for p in pairs]
+    assert split_to_table([]).num_rows == 0 and len(EncodedSplit(split_to_table([]))) == 0
+    split = EncodedSplit(table)
+    assert split_to_table(split) is table  # a split that already is a table is stored as it is
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_file(str(tmp_path / "train.arrow"))
+    assert ds[7]["response_ids"] == [pairs[7].chosen_ids, pairs[7].rejected_ids] and ds[7]["rank"] == [0, 1]
+
+
+def groups_of_mixed_size(n: int, seed: int) -> list[EncodedGroup]:
+    """Groups of 2 to 4 responses with ranks that include ties: what K responses per prompt will hold."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = int(rng.integers(2, 5))
+        responses = [rng.integers(0, 50, int(rng.integers(1, 9))).tolist() for _ in range(k)]
+        ranks = rng.integers(0, k, k).tolist()
+        out.append(
+            EncodedGroup(rng.integers(0, 50, int(rng.integers(0, 12))).tolist(), responses, ranks, i % 3, 0.0, i)
+        )
+    return out
+
+
+def as_plain(g: EncodedGroup) -> tuple:
+    return (
+        [int(t) for t in g.prompt_ids],
+        [[int(t) for t in r] for r in g.response_ids],
+        list(g.rank),
+        g.subset_id,
+        g.index,
+    )
+
+
+def test_groups_of_any_size_read_back_with_their_lengths(tmp_path):
+    groups = groups_of_mixed_size(60, seed=5)
+    write_split(chunked(groups, [11, 0, 30, 19]), tmp_path / "g.arrow")
+    mapped = read_split(tmp_path / "g.arrow")
+    for split in (mapped, EncodedSplit.from_table(mapped.table.slice(9, 40))):
+        want = groups if len(split) == len(groups) else groups[9:49]
+        assert [as_plain(g) for g in split] == [as_plain(g) for g in want]
+        sizes = split.lengths()
+        assert sizes.prompt.tolist() == [len(g.prompt_ids) for g in want]
+        assert sizes.responses.tolist() == [len(r) for g in want for r in g.response_ids]
+        assert np.diff(sizes.starts).tolist() == [len(g.response_ids) for g in want]
+        assert sizes.segment.tolist() == [len(g.prompt_ids) + sum(map(len, g.response_ids)) for g in want]
+        assert sizes.widest.tolist() == [len(g.prompt_ids) + max(map(len, g.response_ids)) for g in want]
+        picked = np.array([3, 0, 7])
+        expect = [len(want[i].prompt_ids) + len(r) for i in picked.tolist() for r in want[i].response_ids]
+        assert sizes.sequences(picked).tolist() == expect
+    with pytest.raises(ValueError, match="group of 3"):
+        _ = next(g for g in mapped if len(g.response_ids) == 3).chosen_ids

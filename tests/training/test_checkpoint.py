@@ -19,8 +19,7 @@ from safetensors.torch import load_file
 from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
-from rm.config.rundir import STATE
-from rm.config.rundir import checkpoints as complete_checkpoints
+from rm.config.rundir import STATE, RunDir
 from rm.errors import ConfigError
 from rm.training.checkpoint import prune
 from rm.training.run import main
@@ -104,7 +103,7 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_the_uninterrupted_run(re
     os.kill(pid, signal.SIGKILL)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGKILL
     assert not (out / "eval.json").exists()  # it really was cut short
-    killed_at = complete_checkpoints(out)[-1][0]
+    killed_at = RunDir(out).complete_checkpoints()[-1][0]
     assert 8 <= killed_at < 36
     # Debris resume must ignore: a save cut short, and a step folder without its trainer state.
     (out / "checkpoints" / ".partial-step-99").mkdir()
@@ -121,7 +120,7 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_the_uninterrupted_run(re
     assert diff <= 1e-6
     assert same_log((out / "train_log.jsonl").read_text().splitlines(), log)
     # The newest save_total_limit=2 complete checkpoints are kept, each with the resolved config.
-    assert [s for s, _ in complete_checkpoints(out)] == [32, 36]
+    assert [s for s, _ in RunDir(out).complete_checkpoints()] == [32, 36]
     assert not list((out / "checkpoints").glob(".partial-*"))
     assert load_config(out / "checkpoints" / "step-36" / "config.yaml").train.resume == "auto"
 
@@ -171,4 +170,4 @@ def test_prune_keeps_the_newest_complete_checkpoints(tmp_path):
     prune(tmp_path, keep=2)
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-10", "step-8"]
     prune(tmp_path, keep=0)  # 0 keeps all
-    assert [s for s, _ in complete_checkpoints(tmp_path)] == [8, 10]
+    assert [s for s, _ in RunDir(tmp_path).complete_checkpoints()] == [8, 10]

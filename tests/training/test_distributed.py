@@ -35,8 +35,7 @@ from safetensors.torch import load_file
 
 from conftest import REPO, TINY, TINY_MODEL
 from rm.config import load_config
-from rm.config.rundir import STATE
-from rm.config.rundir import checkpoints as complete_checkpoints
+from rm.config.rundir import STATE, RunDir
 from rm.training.run import main
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
@@ -179,7 +178,7 @@ def test_two_processes_killed_and_resumed_end_as_the_uninterrupted_run(budget_ru
         os.kill(pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "eval.json").exists()  # it really was cut short
-    killed_at = complete_checkpoints(out)[-1][0]
+    killed_at = RunDir(out).complete_checkpoints()[-1][0]
 
     torchrun(2, out, "train.resume=auto")
 

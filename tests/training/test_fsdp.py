@@ -2,7 +2,7 @@
 shards, resume and export the same weights as DDP.
 
 accelerate 1.x sets FSDP up only on GPU-like devices (on the CPU it would quietly run DDP under an FSDP
-launcher config); rm/training/launch.py puts the FSDP plugin in place itself, and torch's
+launcher config); rm/training/accelerator.py puts the FSDP plugin in place itself, and torch's
 `fully_shard` runs over gloo. The runs see the same batches as the DDP run (same ranks, same
 PairBatches); FSDP reduce-scatters the gradients where DDP all-reduces them, so the weights agree to
 float rounding (measured: 3e-8 after 12 steps). 1e-4 is far below a mistake: a single process at
@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from conftest import QUICKSTART, REPO, TINY
 from rm.config import RunConfig
 from rm.errors import TrainingError
-from rm.training.launch import make_accelerator
+from rm.training.accelerator import make_accelerator
 
 COMMON = TINY + ["train.max_steps=20", "train.save_steps=10", "train.eval_steps=0", "train.batch_size=4"]
 COMMON += ["train.log_steps=1", "train.report_to=[]", "train.num_threads=1"]

@@ -1,0 +1,88 @@
+"""The one rule that fits a text into `collator.max_length`, used by training, `rm eval` and `rm score` alike.
+
+A sequence is `prefix + prompt + response` (the prefix being what the tokenizer puts in front of a text,
+e.g. Llama's BOS). Every response of a group must fit beside the prompt, so the room for the prompt is
+`max_length - len(prefix) - longest response`:
+
+1. The prompt fits: nothing changes.
+2. It does not: it loses whole leading turns, oldest first (the final question stays), re-tokenized from
+   the text that starts at each later user turn; the first shorter prompt that fits is kept.
+3. Even its last turn alone is too long: that turn keeps its newest tokens.
+4. A response cannot fit even with an empty prompt: training and eval drop the group (it is listed); `rm
+   score` (`keep_response_end=True`) keeps the response's last tokens, where the reward is read, and says
+   it was truncated.
+
+So one long multi-turn record gets the same reward from training's eval, `rm eval` and `rm score`. An
+exported tokenizer's `truncation_side: left` cuts tokens instead of turns: a client that tokenizes by
+itself gets the same ids unless the prompt is longer than `max_length` (the model card says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rm.data.formats.hh import HUMAN
+
+Ids = Sequence[int]
+
+
+@dataclass
+class Fitted:
+    """What the rule made of one prompt and its responses."""
+
+    prompt_ids: list[int] | None
+    """The prefix and the prompt ids that fit; None when the group is dropped (a response alone too long)."""
+    response_ids: list[Ids]
+    """The responses, whole; a response cut to its end only under `keep_response_end`."""
+    prompt_truncated: bool = False
+    """The prompt lost leading turns (or tokens) to fit."""
+    cut_inside_turn: bool = False
+    """Even its last turn was too long, so that turn's oldest tokens went too."""
+    response_truncated: bool = False
+    """A response lost its first tokens (`keep_response_end` only)."""
+
+    @property
+    def dropped(self) -> bool:
+        return self.prompt_ids is None
+
+    @property
+    def truncated(self) -> bool:
+        return self.prompt_truncated or self.response_truncated
+
+
+def later_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list[str]:
+    """Shorter and shorter prompts, each starting at a later user turn (the last one ends the list).
+
+    Turns start where the pair says (chat-template text), else at each "\\n\\nHuman:" tag (HH text).
+    """
+    if turn_starts is None:
+        turn_starts = tuple(i for i in range(1, len(prompt)) if prompt.startswith(HUMAN, i))
+    return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
+
+
+def fit_group(
+    prompt_ids: Ids,
+    response_ids: list[Ids],
+    max_length: int,
+    prefix: Ids,
+    shorter_prompts: Callable[[], list[Ids]],
+    keep_response_end: bool = False,
+) -> Fitted:
+    """The rule above for one prompt and its responses; `shorter_prompts()` tokenizes `later_turns` of the
+    prompt (called only when the prompt does not fit: most never need it)."""
+    room = max_length - len(prefix) - max(len(r) for r in response_ids)
+    if room < 0:
+        if not keep_response_end or len(response_ids) != 1:
+            return Fitted(None, response_ids)
+        keep = max_length - len(prefix)
+        return Fitted(list(prefix), [list(response_ids[0][len(response_ids[0]) - keep :]) if keep else []],
+                      prompt_truncated=len(prompt_ids) > 0, response_truncated=True)  # fmt: skip
+    if len(prompt_ids) <= room:
+        return Fitted([*prefix, *prompt_ids], response_ids)
+    prompt = prompt_ids
+    for prompt in shorter_prompts():  # the longest one that fits is the first
+        if len(prompt) <= room:
+            return Fitted([*prefix, *prompt], response_ids, prompt_truncated=True)
+    prompt = list(prompt[len(prompt) - room :]) if room else []  # the last turn's newest tokens
+    return Fitted([*prefix, *prompt], response_ids, prompt_truncated=True, cut_inside_turn=True)
