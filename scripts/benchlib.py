@@ -70,14 +70,14 @@ class BenchPairs:
 def bench_pairs(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, seed: int, limit: int) -> BenchPairs:
     """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE, keep the pairs that fit whole.
 
-    A pair that rm's rule (rm/tokens/fit.py) would change to fit `max_length` (a prompt cut, or the pair
+    A pair that rm's rule (rm/tokens/truncation.py) would change to fit `max_length` (a prompt cut, or the pair
     dropped because a response alone is too long) is left out for every mode alike: TRL drops it, rm would cut
     its prompt, so the modes compare on identical work.
     """
     from rm.config import DataConfig
     from rm.data.load import load_pairs
-    from rm.tokens.fit import fit_group
     from rm.tokens.tokenizer import special_prefix, train_bpe
+    from rm.tokens.truncation import truncate_group
 
     # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
     pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
@@ -94,7 +94,7 @@ def bench_pairs(data: Path, work: Path, n_eval: int, max_length: int, vocab: int
         for p in group:
             ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in PARTS}
             # No shorter prompts to try: a prompt that would lose anything leaves the pair out.
-            fitted = fit_group(ids["prompt"], [ids["chosen"], ids["rejected"]], max_length, prefix, list)
+            fitted = truncate_group(ids["prompt"], [ids["chosen"], ids["rejected"]], max_length, prefix, list)
             if fitted.dropped or fitted.truncated:
                 dropped += 1
                 continue

@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         first = ", ".join(counts["skipped_origins"][:3])
         print(f"skipped {sum(counts['skipped'].values())} bad records {counts['skipped']} (first: {first})")
     if counts["records_truncated"]:
-        print(f"{counts['records_truncated']} records had tokens cut from the left to fit max_length={max_length}")
+        n = counts["records_truncated"]
+        print(f"{n} records were cut to fit max_length={max_length} (a prompt's oldest turns go first)")
     return 0
 
 

@@ -25,7 +25,7 @@ class ScoreSeq:
     prompt_ids: TokenIds
     response_ids: TokenIds
     truncated: bool = False
-    """True when tokens were cut from the left to fit `max_length`."""
+    """True when the text was cut to fit `max_length` (rm/tokens/truncation.py: oldest prompt turns first)."""
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rm.config import DataConfig
+from rm.config.rundir import RunDir
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.hh import HH_SUBSETS
@@ -214,7 +215,7 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> Loade
         from rm.data import synthetic
 
         s = cfg.synthetic
-        source = str(synthetic.write_dataset(output_dir / "data", s.n_train, s.n_eval, s.seed))
+        source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
     train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(

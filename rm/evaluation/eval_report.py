@@ -29,6 +29,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches
 from rm.config import DataConfig
+from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.formats.pair import Pair
 from rm.data.load import eval_pairs
@@ -179,7 +180,7 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
 def write_report(out: Path, result: dict, kept: list[Pair], c: np.ndarray, r: np.ndarray, seed: int) -> None:
     """eval.json, rewards.jsonl (one line per pair of `kept`, rewards `c` and `r`), the plots and report.md."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "eval.json").write_text(json.dumps(metrics.json_safe(result), indent=2) + "\n")
+    metrics.write_eval(out / EVAL, result)
     with open(out / "rewards.jsonl", "w", encoding="utf-8") as f:
         for p, rc, rr in zip(kept, c.tolist(), r.tolist(), strict=True):
             row = {"origin": p.origin, "subset": p.subset, "chosen_reward": rc, "rejected_reward": rr}

@@ -5,7 +5,7 @@ the same reader training uses, `rm.data.sources`), so memory stays bounded by th
 file's size, and writes each record back with its reward(s) added, in input order.
 
 Each text becomes a `ScoreSeq` (prompt ids, response ids), fitted into `max_length` by the rule training
-and `rm eval` use (`rm/tokens/fit.py`), so a long conversation gets the reward they give it; a `Layout`
+and `rm eval` use (`rm/tokens/truncation.py`), so a long conversation gets the reward they give it; a `Layout`
 (`rm/collate/scoring.py`) turns a list of them into a batch and the batch into one reward per sequence.
 """
 
@@ -31,8 +31,8 @@ from rm.data.sources import count_records, read_file
 from rm.errors import RecordError
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
-from rm.tokens.fit import fit_group, later_turns
 from rm.tokens.tokenizer import special_prefix
+from rm.tokens.truncation import later_turns, truncate_group
 
 
 def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
@@ -121,7 +121,7 @@ def encode_texts(
     tokenizer: PreTrainedTokenizerBase, texts: list[ScoreText], max_length: int, prefix: list[int]
 ) -> list[ScoreSeq]:
     """A record's texts tokenized as training tokenizes a pair (prompt and responses apart, no special tokens,
-    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/fit.py`).
+    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/truncation.py`).
 
     Texts that share a prompt (a pair's chosen and rejected) are fitted together, as training fits a pair:
     the prompt loses whole leading turns, then tokens from its left, until the longer response fits beside
@@ -160,9 +160,9 @@ def _fit(
     def shorter() -> list[list[int]]:
         return ids(later_turns(prompt, turn_starts))
 
-    fitted = [fit_group(p, rs, max_length, prefix, shorter, keep_response_end=True)]
+    fitted = [truncate_group(p, rs, max_length, prefix, shorter, keep_response_end=True)]
     if fitted[0].dropped:  # only a group of several is dropped: a lone response keeps its end
-        fitted = [fit_group(p, [r], max_length, prefix, shorter, keep_response_end=True) for r in rs]
+        fitted = [truncate_group(p, [r], max_length, prefix, shorter, keep_response_end=True) for r in rs]
     return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted for r in f.response_ids]
 
 

@@ -3,7 +3,7 @@
 Encoding happens once before training, so epochs and evals reuse the ids. Keeping the prompt and the
 responses as separate id sequences is what lets a layout share the prompt between them (`rm/collate/`);
 the padded layout simply concatenates them. A split is an `EncodedSplit`: Arrow columns of int32 ids, not
-Python lists (rm/tokens/store.py). The fitting rule is `rm/tokens/fit.py`'s, the one `rm score` uses too.
+Python lists (rm/tokens/store.py). The fitting rule is `rm/tokens/truncation.py`'s, the one `rm score` uses too.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from transformers import PreTrainedTokenizerBase
 from rm.data.formats.pair import Pair
 from rm.data.heap import trim_heap
 from rm.data.load import LoadedData
-from rm.tokens.fit import fit_group, later_turns
 from rm.tokens.ids import batch_ids
 from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
+from rm.tokens.truncation import later_turns, truncate_group
 
 log = logging.getLogger("rm")
 
@@ -127,21 +127,21 @@ def encode_kept(
         fitted = []  # this chunk's groups as lists, gone once they are an Arrow record batch
         for k, pair in enumerate(chunk):
             prompt, chosen, rejected = encoded[3 * k : 3 * k + 3]
-            fit = fit_group(
+            cut = truncate_group(
                 prompt,
                 [chosen, rejected],
                 max_length,
                 prefix,
                 lambda p=pair, ids=many: ids(later_turns(p.prompt, p.turn_starts)),
             )
-            report.prompt_truncated += fit.prompt_truncated
-            report.prompt_cut_inside_turn += fit.cut_inside_turn
-            if fit.dropped:
+            report.prompt_truncated += cut.prompt_truncated
+            report.prompt_cut_inside_turn += cut.cut_inside_turn
+            if cut.dropped:
                 report.too_long.append(pair.origin or pair.prompt[:40])
                 continue
             kept = report.kept + len(fitted)
             fitted.append(
-                EncodedGroup(fit.prompt_ids, fit.response_ids, [0, 1], index[pair.subset], pair.margin or 0.0, kept)
+                EncodedGroup(cut.prompt_ids, cut.response_ids, [0, 1], index[pair.subset], pair.margin or 0.0, kept)
             )
             positions.append(start + k)
         report.kept += len(fitted)
@@ -159,7 +159,7 @@ def encode_pairs(
     subset_names: list[str],
     progress: str = "",
 ) -> tuple[EncodedSplit, EncodeReport]:
-    """Tokenize prompt and responses separately; fit each pair into `max_length` (rm/tokens/fit.py).
+    """Tokenize prompt and responses separately; fit each pair into `max_length` (rm/tokens/truncation.py).
 
     Texts are tokenized CHUNK pairs at a time (the same ids as one call per text), and each chunk becomes
     an Arrow record batch straight away, so no list of Python ints outlives its chunk (rm/tokens/store.py);

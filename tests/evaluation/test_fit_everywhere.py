@@ -1,6 +1,6 @@
 """One long conversation, one reward: `rm score`, `rm eval` and training's eval fit it into max_length alike.
 
-The rule lives in rm/tokens/fit.py (issue 24): a prompt too long loses whole leading turns first, then tokens
+The rule lives in rm/tokens/truncation.py (issue 24): a prompt too long loses whole leading turns first, then tokens
 from its left, until the pair's longer response fits beside it. Before, `rm score` cut prompt tokens from the
 left and gave a long multi-turn record another reward than `rm eval` and training's eval did.
 
@@ -29,7 +29,7 @@ from rm.data.load import load_pairs
 from rm.evaluation.gather import gather_rewards
 from rm.model.pretrained import load_reward_model
 from rm.tokens.encode import encode_kept
-from rm.tokens.fit import later_turns
+from rm.tokens.truncation import later_turns
 
 MAX_LENGTH = 40
 TURNS = [

@@ -74,7 +74,7 @@ def test_a_file_holding_one_json_array_is_read_too(exported_tiny, tmp_path):
 
 
 def test_too_long_texts_lose_leading_turns_and_a_too_long_response_keeps_its_end(exported_tiny, tmp_path):
-    """rm's one rule (rm/tokens/fit.py), as training fits a pair: six copies of a 19-token turn in 20 tokens lose
+    """rm's one rule (rm/tokens/truncation.py), as training fits a pair: six copies of a 19-token turn in 20 tokens lose
     their five leading turns. In a pair whose rejected response alone is longer than 20 tokens (a pair training
     would drop), that response keeps its newest 20 tokens, where the reward is read, and the chosen one, fitted
     on its own, keeps its whole prompt. Records that lost anything are flagged."""

@@ -136,7 +136,7 @@ def test_the_license_comes_from_export_license_and_the_card_asks_for_it_when_uns
 
 def test_the_card_states_rms_truncation_rule_beside_the_tokenizers():
     """The exported tokenizer cuts tokens from the left (`truncation_side: left`); rm cuts a long prompt at its
-    turns first (rm/tokens/fit.py). The card says both, and that they differ only for prompts that do not fit."""
+    turns first (rm/tokens/truncation.py). The card says both, and that they differ only for prompts that do not fit."""
     card = render_card(RunConfig(), facts(step=1, final_step=1, max_length=512))
     text = " ".join(card.split())  # the rule as one sentence, whatever the line breaks
     assert "`model_max_length` is 512, the length trained on, and `truncation_side` is left" in text

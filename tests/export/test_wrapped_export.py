@@ -68,6 +68,8 @@ def test_the_export_carries_its_modeling_file_and_says_why(run):
 
 
 def test_plain_transformers_reproduces_the_runs_rewards(run, tmp_path):
+    from rm.config import DataConfig
+    from rm.evaluation.eval_report import EvalOptions
     from rm.evaluation.eval_report import evaluate_model as rm_eval
 
     name, out, cfg, result = run
@@ -75,7 +77,7 @@ def test_plain_transformers_reproduces_the_runs_rewards(run, tmp_path):
     chosen = documented_rewards(out / "export", [p.prompt + p.chosen for p in pairs]).double()
     assert chosen.mean().item() == pytest.approx(result["overall"]["mean_chosen_reward"], abs=1e-5)
     # rm eval (rm's own class, no remote code) gives the run's numbers too.
-    got = rm_eval(str(out / "export"), str(out / "data"), tmp_path / "eval", split="test")
+    got = rm_eval(str(out / "export"), DataConfig(source=str(out / "data")), tmp_path / "eval", EvalOptions())
     assert got["overall"]["accuracy"] == pytest.approx(result["overall"]["accuracy"], abs=1e-9)
     assert got["overall"]["mean_chosen_reward"] == pytest.approx(result["overall"]["mean_chosen_reward"], abs=1e-5)
 

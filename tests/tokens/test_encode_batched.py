@@ -11,10 +11,10 @@ from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import LoadedData, load_pairs
 from rm.tokens.encode import EncodeReport, encode_kept, encode_pairs, encode_splits, release_texts
-from rm.tokens.fit import later_turns
 from rm.tokens.ids import batch_ids
 from rm.tokens.store import EncodedGroup, EncodedSplit
 from rm.tokens.tokenizer import special_prefix, train_bpe
+from rm.tokens.truncation import later_turns
 
 
 def one_call_per_text(pairs, tokenizer, max_length):

@@ -130,10 +130,12 @@ def test_shared_packed_and_padded_layouts_train_the_same_model(tmp_path):
 
 def test_rm_eval_on_the_export_reproduces_the_runs_eval_json(run, tmp_path):
     """`python -m rm eval` (its in-process entry) on the exported folder gives training's numbers."""
+    from rm.config import DataConfig
+    from rm.evaluation.eval_report import EvalOptions
     from rm.evaluation.eval_report import evaluate_model as rm_eval
 
     out, cfg, result = run
-    got = rm_eval(str(out / "export"), str(out / "data"), tmp_path / "eval", split="test")
+    got = rm_eval(str(out / "export"), DataConfig(source=str(out / "data")), tmp_path / "eval", EvalOptions())
     assert got["overall"]["n"] == result["overall"]["n"]
     assert got["overall"]["accuracy"] == pytest.approx(result["overall"]["accuracy"], abs=1e-9)
     for name, m in result["subsets"].items():

@@ -28,7 +28,7 @@ Ids = Sequence[int]
 
 
 @dataclass
-class Fitted:
+class Truncated:
     """What the rule made of one prompt and its responses."""
 
     prompt_ids: list[int] | None
@@ -61,28 +61,28 @@ def later_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list
     return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
 
 
-def fit_group(
+def truncate_group(
     prompt_ids: Ids,
     response_ids: list[Ids],
     max_length: int,
     prefix: Ids,
     shorter_prompts: Callable[[], list[Ids]],
     keep_response_end: bool = False,
-) -> Fitted:
+) -> Truncated:
     """The rule above for one prompt and its responses; `shorter_prompts()` tokenizes `later_turns` of the
     prompt (called only when the prompt does not fit: most never need it)."""
     room = max_length - len(prefix) - max(len(r) for r in response_ids)
     if room < 0:
         if not keep_response_end or len(response_ids) != 1:
-            return Fitted(None, response_ids)
+            return Truncated(None, response_ids)
         keep = max_length - len(prefix)
-        return Fitted(list(prefix), [list(response_ids[0][len(response_ids[0]) - keep :]) if keep else []],
+        return Truncated(list(prefix), [list(response_ids[0][len(response_ids[0]) - keep :]) if keep else []],
                       prompt_truncated=len(prompt_ids) > 0, response_truncated=True)  # fmt: skip
     if len(prompt_ids) <= room:
-        return Fitted([*prefix, *prompt_ids], response_ids)
+        return Truncated([*prefix, *prompt_ids], response_ids)
     prompt = prompt_ids
     for prompt in shorter_prompts():  # the longest one that fits is the first
         if len(prompt) <= room:
-            return Fitted([*prefix, *prompt], response_ids, prompt_truncated=True)
+            return Truncated([*prefix, *prompt], response_ids, prompt_truncated=True)
     prompt = list(prompt[len(prompt) - room :]) if room else []  # the last turn's newest tokens
-    return Fitted([*prefix, *prompt], response_ids, prompt_truncated=True, cut_inside_turn=True)
+    return Truncated([*prefix, *prompt], response_ids, prompt_truncated=True, cut_inside_turn=True)
