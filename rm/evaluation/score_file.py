@@ -139,14 +139,14 @@ def encode_texts(
     seqs: dict[int, ScoreSeq] = {}
     for (prompt, starts), members in groups.items():
         responses = [texts[i].response for i in members]
-        for i, seq in zip(members, _fit(ids, prompt, starts, responses, max_length, prefix), strict=True):
+        for i, seq in zip(members, _truncated(ids, prompt, starts, responses, max_length, prefix), strict=True):
             if not len(seq):  # nothing to read a reward at (it would be a neighbour's token)
                 raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
             seqs[i] = seq
     return [seqs[i] for i in range(len(texts))]
 
 
-def _fit(
+def _truncated(
     ids: Callable[[list[str]], list[list[int]]],
     prompt: str,
     turn_starts: tuple[int, ...] | None,

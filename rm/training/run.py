@@ -107,8 +107,8 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     # A named tokenizer comes first: its chat template (if any) renders message-list data.
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
-        chat_tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
-    data = prepare_data(cfg, chat_tokenizer, accelerator.main_process_first, accelerator.is_main_process)
+        tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
+    data = prepare_data(cfg, tokenizer, accelerator.main_process_first, accelerator.is_main_process)
     train, held = data.loaded["train"], data.loaded["eval"]
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
     for line in data.report.describe():

@@ -1,0 +1,40 @@
+"""The one fitting rule (rm/tokens/truncation.py), case by case, with ids worked out by hand."""
+
+from rm.tokens.truncation import later_turns, truncate_group
+
+HH = "\n\nHuman: a\n\nAssistant: b\n\nHuman: c\n\nAssistant:"
+
+
+def never() -> list:
+    raise AssertionError("shorter prompts asked for although the prompt fits")
+
+
+def test_later_turns_start_at_each_later_user_turn():
+    assert later_turns(HH) == ["\n\nHuman: c\n\nAssistant:"]
+    assert later_turns("0123456789", (3, 7)) == ["3456789", "789"]
+    assert later_turns("\n\nHuman: only\n\nAssistant:") == []
+
+
+def test_a_prompt_that_fits_is_kept_whole_behind_the_prefix():
+    got = truncate_group([5, 6, 7], [[8], [9, 10]], 6, [1], never)
+    assert got.prompt_ids == [1, 5, 6, 7] and got.response_ids == [[8], [9, 10]] and not got.truncated
+
+
+def test_a_long_prompt_loses_whole_leading_turns_first():
+    # room = 7 - 1 (prefix) - 2 (longest response) = 4: [7, 8, 9] is the first shorter prompt that fits
+    got = truncate_group([2, 3, 4, 5, 6, 7, 8, 9], [[8], [9, 10]], 7, [1], lambda: [[4, 5, 6, 7, 8], [7, 8, 9]])
+    assert got.prompt_ids == [1, 7, 8, 9] and got.prompt_truncated and not got.cut_inside_turn
+
+
+def test_a_last_turn_still_too_long_keeps_its_newest_tokens():
+    got = truncate_group([2, 3, 4, 5, 6, 7], [[8], [9, 10]], 5, [1], lambda: [[4, 5, 6, 7]])
+    assert got.prompt_ids == [1, 6, 7] and got.prompt_truncated and got.cut_inside_turn
+    none_left = truncate_group([2, 3], [[8, 9]], 3, [1], list)  # room 0: the prompt goes entirely
+    assert none_left.prompt_ids == [1] and none_left.cut_inside_turn
+
+
+def test_a_response_too_long_drops_the_group_or_keeps_its_end_when_scoring():
+    assert truncate_group([2, 3], [[8], [4, 5, 6, 7]], 4, [1], never).dropped
+    scored = truncate_group([2, 3], [[4, 5, 6, 7]], 4, [1], never, keep_response_end=True)
+    assert scored.prompt_ids == [1] and scored.response_ids == [[5, 6, 7]] and scored.response_truncated
+    assert truncate_group([2], [[8], [4, 5, 6, 7]], 3, [], never, keep_response_end=True).dropped  # a pair: dropped
