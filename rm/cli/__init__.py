@@ -48,6 +48,8 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The Rust tokenizer's own thread pool does not survive a fork (data.num_proc, loader workers): off, and
+    # rm spreads its batch calls over Python threads itself (rm/tokens/ids.py), so this costs no speed.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse(build_parser(), argv)
     try:

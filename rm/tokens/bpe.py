@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import time
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
@@ -45,8 +46,11 @@ def train_run_bpe(cfg: RunConfig, train: list[Pair], is_main: bool) -> PreTraine
     """Trained by the main process into `<output_dir>/tokenizer`; every process loads it from there."""
     folder = run_tokenizer_dir(cfg)
     if is_main:
+        started = time.perf_counter()
         texts = bpe_texts(train, cfg.tokenizer.train_pairs, cfg.data.split_seed)
         train_bpe(texts, cfg.tokenizer.vocab_size).save_pretrained(folder)
+        log.info("tokenizer: byte-level BPE of %d tokens trained on %d pairs (%.1f s)", cfg.tokenizer.vocab_size,
+                 len(texts) // 3, time.perf_counter() - started)  # fmt: skip
     return load_tokenizer(str(folder))
 
 

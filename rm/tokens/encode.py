@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +22,10 @@ from transformers import PreTrainedTokenizerBase
 from rm.data.formats.pair import Pair
 from rm.data.heap import trim_heap
 from rm.data.load import LoadedData
-from rm.tokens.ids import batch_ids
+from rm.tokens.ids import CheckedIds, ids_ahead
 from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
-from rm.tokens.truncation import later_turns, truncate_group
+from rm.tokens.truncation import later_turns, needs_later_turns, truncate_group
 
 log = logging.getLogger("rm")
 
@@ -98,6 +99,21 @@ CHUNK = 1024
 """Pairs per batched tokenizer call (rm/tokens/ids.py)."""
 
 
+def later_turn_ids(
+    chunk: list[Pair], encoded: list[list[int]], many: Callable[[list[str]], list], max_length: int, prefix: list[int]
+) -> dict[int, list[list[int]]]:
+    """The later turns' ids of every prompt in `chunk` that must lose turns, by position, in one batched call
+    rather than one per prompt (718 of 20,000 real HH prompts at max_length 512, issue 24)."""
+    need = [
+        k
+        for k in range(len(chunk))
+        if needs_later_turns(encoded[3 * k], encoded[3 * k + 1 : 3 * k + 3], max_length, prefix)
+    ]
+    turns = [later_turns(chunk[k].prompt, chunk[k].turn_starts) for k in need]
+    ids = iter(many([t for ts in turns for t in ts]))
+    return {k: [next(ids) for _ in ts] for k, ts in zip(need, turns, strict=True)}
+
+
 def encode_kept(
     pairs: list[Pair],
     tokenizer: PreTrainedTokenizerBase,
@@ -110,30 +126,20 @@ def encode_kept(
     index = {name: i for i, name in enumerate(subset_names)}
     report = EncodeReport()
     batches, positions = [], []
-    many, direct = batch_ids(tokenizer)
+    many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
 
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
     interval = 0.1 if sys.stderr.isatty() else 10.0
     bar = tqdm(total=len(pairs), desc=progress, unit="pairs", disable=not progress, mininterval=interval)
-    for start in range(0, len(pairs), CHUNK):
+    starts = range(0, len(pairs), CHUNK)
+    texts = ([t for p in pairs[s : s + CHUNK] for t in (p.prompt, p.chosen, p.rejected)] for s in starts)
+    for start, encoded in zip(starts, ids_ahead(many, texts), strict=True):  # the next chunk tokenizing meanwhile
         chunk = pairs[start : start + CHUNK]
-        texts = [t for p in chunk for t in (p.prompt, p.chosen, p.rejected)]
-        encoded = many(texts)
-        if start == 0 and direct:
-            many_checked, _ = batch_ids(tokenizer, direct=False)
-            checked = many_checked(texts)
-            if checked != encoded:  # the direct call disagrees for this tokenizer: transformers' call from here on
-                many, encoded = many_checked, checked
+        shorter = later_turn_ids(chunk, encoded, many, max_length, prefix)
         fitted = []  # this chunk's groups as lists, gone once they are an Arrow record batch
         for k, pair in enumerate(chunk):
             prompt, chosen, rejected = encoded[3 * k : 3 * k + 3]
-            cut = truncate_group(
-                prompt,
-                [chosen, rejected],
-                max_length,
-                prefix,
-                lambda p=pair, ids=many: ids(later_turns(p.prompt, p.turn_starts)),
-            )
+            cut = truncate_group(prompt, [chosen, rejected], max_length, prefix, lambda k=k, turns=shorter: turns[k])
             report.prompt_truncated += cut.prompt_truncated
             report.prompt_cut_inside_turn += cut.cut_inside_turn
             if cut.dropped:

@@ -1,26 +1,51 @@
-"""Texts to token ids in batches: the fast tokenizer's own batch call where that gives transformers' ids.
+"""Texts to token ids in batches: the fast tokenizer's own batch call where that gives transformers' ids,
+spread over the cores whatever `TOKENIZERS_PARALLELISM` says.
 
 A fast tokenizer's batch call costs a fraction of one call per text (20,000 HH pairs took 61,229
 single-text calls at about 250 us each, issue 12), and calling the Rust tokenizer directly skips
 transformers turning every encoding into a dict of lists (15% of the tokenizing time on 160,000 HH pairs).
+
+`rm train` sets `TOKENIZERS_PARALLELISM=false` (as does the Makefile), which kept the Rust batch call on
+one core: 1,277 pairs/s where bench_data.py, run without it, tokenized 2,772 pairs/s (issue 24). The
+variable is there because the Rust thread pool does not survive a fork (a forked child that used it would
+hang). So the batch is split here, over Python threads (the Rust call releases the GIL): every core is
+busy, the setting is left alone, and a forked child (`data.num_proc`) starts threads of its own. 20,000 real
+HH pairs under TOKENIZERS_PARALLELISM=false on 2 cores: 1,998 pairs/s in one call, 3,014 split here (with
+the variable unset, the Rust call's own threads: 2,996; medians of 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from transformers import PreTrainedTokenizerBase, TokenizersBackend
+
+THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+"""Threads a batch call is spread over: the cores this process may run on."""
+MIN_SLICE = 64
+"""Texts below which a share is not worth a thread (a prompt's later turns are tokenized in one call)."""
+
+
+@functools.cache
+def _pool(pid: int) -> ThreadPoolExecutor:
+    """The threads of process `pid`: a forked child has its own (its parent's threads did not come along)."""
+    return ThreadPoolExecutor(THREADS, thread_name_prefix="rm-tokenize")
 
 
 def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[Callable[[list[str]], list], bool]:
     """texts -> their ids without special tokens, as `tokenizer(texts, add_special_tokens=False)["input_ids"]`
     gives them; and whether that is the direct call below.
 
-    For a plain fast tokenizer this calls the Rust tokenizer's `encode_batch_fast` directly: the same ids,
-    without transformers turning every encoding into a dict of lists (15% of the tokenizing time on
-    160,000 HH pairs, issue 12) or computing offsets. Tokenizers whose class changes how text is encoded,
-    or whose backend would truncate or pad, go through transformers' call, and `encode_kept` checks the
-    two agree on its first chunk before trusting the direct one.
+    For a plain fast tokenizer this calls the Rust tokenizer's `encode_batch_fast` directly, in shares over
+    `THREADS` threads: the same ids, in order, without transformers turning every encoding into a dict of lists
+    (15% of the tokenizing time on 160,000 HH pairs, issue 12) or computing offsets. Tokenizers whose class
+    changes how text is encoded, or whose backend would truncate or pad, go through transformers' call;
+    `CheckedIds` checks the two agree on the first texts before trusting the direct one.
     """
 
     def through_transformers(texts: list[str]) -> list[list[int]]:
@@ -32,10 +57,59 @@ def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[
     if not (direct and plain and hasattr(backend, "encode_batch_fast")):
         return through_transformers, False
 
+    def share(texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
     def rust(texts: list[str]) -> list[list[int]]:
         settled = backend.truncation is None and backend.padding is None
         if not settled or backend.encode_special_tokens != bool(tokenizer.split_special_tokens):
             return through_transformers(texts)
-        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)] if texts else []
+        n = min(4 * THREADS, len(texts) // MIN_SLICE)  # 4 shares a thread: texts differ in length
+        if THREADS < 2 or n < 2:
+            return share(texts) if texts else []
+        cuts = [len(texts) * i // n for i in range(n + 1)]
+        shares = _pool(os.getpid()).map(share, [texts[a:b] for a, b in itertools.pairwise(cuts)])
+        return [ids for part in shares for ids in part]
 
     return rust, True
+
+
+class CheckedIds:
+    """`batch_ids`'s call, checked: the first call's texts go through both the direct call and transformers', and
+    if they disagree (a tokenizer class with steps of its own that the plain check missed) transformers' call is
+    used from then on. Safe to call from several threads (`ids_ahead`)."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+        self.many, self.direct = batch_ids(tokenizer)
+        self._transformers, _ = batch_ids(tokenizer, direct=False)
+        self._checked = not self.direct
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: list[str]) -> list[list[int]]:
+        if not self._checked:
+            with self._lock:
+                if not self._checked:
+                    got, want = self.many(texts), self._transformers(texts)
+                    if got != want:
+                        self.many, self.direct = self._transformers, False
+                    self._checked = bool(texts)
+                    return want
+        return self.many(texts)
+
+
+def ids_ahead(many: Callable[[list[str]], list], batches: Iterable[list[str]]) -> Iterator[list]:
+    """`many(batch)` for each batch in order, the next batch tokenizing on a thread while the caller works on this
+    one (fitting, Arrow), so the cores stay busy: 40,000 real HH pairs went from 3,941 to 4,480 pairs/s (issue 24).
+    The first batch is tokenized alone, so a `CheckedIds` check settles before any other batch starts; one batch
+    more is alive at a time."""
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is None:
+        return
+    done = many(first)
+    with ThreadPoolExecutor(1, thread_name_prefix="rm-tokenize-ahead") as ahead:  # this call's: fork-safe
+        for batch in batches:
+            upcoming = ahead.submit(many, batch)
+            yield done
+            done = upcoming.result()
+    yield done

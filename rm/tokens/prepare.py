@@ -92,7 +92,9 @@ def load(cfg: RunConfig, source: RunConfig, tokenizer: PreTrainedTokenizerBase |
     """The pairs as the config asks; message lists rendered with the named tokenizer's chat template (a run
     that names none renders HH text, also when it re-reads its data with the BPE it trained)."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
-    return load_data(source.data, Path(cfg.output_dir), tokenizer if named else None)
+    loaded = load_data(source.data, Path(cfg.output_dir), tokenizer if named else None)
+    log.info("data: %d train + %d eval pairs loaded", len(loaded.train), len(loaded.eval))
+    return loaded
 
 
 def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:

@@ -56,9 +56,23 @@ def later_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list
 
     Turns start where the pair says (chat-template text), else at each "\\n\\nHuman:" tag (HH text).
     """
-    if turn_starts is None:
-        turn_starts = tuple(i for i in range(1, len(prompt)) if prompt.startswith(HUMAN, i))
+    if turn_starts is None:  # str.find, not startswith at every index: 0.35 s per 20,000 HH pairs (issue 24)
+        starts, i = [], prompt.find(HUMAN, 1)
+        while i >= 0:
+            starts.append(i)
+            i = prompt.find(HUMAN, i + 1)
+        turn_starts = tuple(starts)
     return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
+
+
+def prompt_room(response_ids: list[Ids], max_length: int, prefix: Ids) -> int:
+    """Tokens left for the prompt beside the group's longest response (negative: a response alone is too long)."""
+    return max_length - len(prefix) - max(len(r) for r in response_ids)
+
+
+def needs_later_turns(prompt_ids: Ids, response_ids: list[Ids], max_length: int, prefix: Ids) -> bool:
+    """Whether `truncate_group` will ask for the prompt's later turns (it does not fit, but could lose turns)."""
+    return 0 <= prompt_room(response_ids, max_length, prefix) < len(prompt_ids)
 
 
 def truncate_group(
@@ -71,7 +85,7 @@ def truncate_group(
 ) -> Truncated:
     """The rule above for one prompt and its responses; `shorter_prompts()` tokenizes `later_turns` of the
     prompt (called only when the prompt does not fit: most never need it)."""
-    room = max_length - len(prefix) - max(len(r) for r in response_ids)
+    room = prompt_room(response_ids, max_length, prefix)
     if room < 0:
         if not keep_response_end or len(response_ids) != 1:
             return Truncated(None, response_ids)

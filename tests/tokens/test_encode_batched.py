@@ -1,19 +1,24 @@
 """Batched tokenization into Arrow columns gives exactly what one tokenizer call per text into Python lists
 gave: the same ids, the same truncations and drops (issue 12), checked on the real HH file against a
-per-text encoder written here."""
+per-text encoder written here; spread over threads, and with a tokenizer loaded by path, too (issue 24)."""
+
+import multiprocessing
+import os
+import threading
 
 import numpy as np
 import pytest
 
-import rm.tokens.encode as encode
+import rm.tokens.ids as ids_module
+import rm.tokens.tokenizer as tokenizer_module
 from conftest import HH_HARMLESS_TEST
 from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import LoadedData, load_pairs
 from rm.tokens.encode import EncodeReport, encode_kept, encode_pairs, encode_splits, release_texts
-from rm.tokens.ids import batch_ids
+from rm.tokens.ids import CheckedIds, batch_ids, ids_ahead
 from rm.tokens.store import EncodedGroup, EncodedSplit
-from rm.tokens.tokenizer import special_prefix, train_bpe
+from rm.tokens.tokenizer import special_prefix, train_bpe, training_tokenizer
 from rm.tokens.truncation import later_turns
 
 
@@ -107,18 +112,145 @@ def test_direct_rust_call_gives_transformers_ids_and_steps_aside_when_it_would_n
     assert batch_ids(Custom(tokenizer_object=tokenizer.backend_tokenizer))[1] is False
 
 
-@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
-def test_encoding_falls_back_when_the_direct_call_disagrees_on_the_first_chunk(monkeypatch):
-    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
-    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
-    want, want_report = one_call_per_text(pairs, tokenizer, 200)
-    real = encode.batch_ids
+def hh_texts(n_pairs):
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:n_pairs]
+    return [t for p in pairs for t in (p.prompt, p.chosen, p.rejected)]
 
-    def disagreeing(tok, direct=True):  # a direct call off by one id, as a tokenizer class with its own steps
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_a_tokenizer_loaded_by_path_takes_the_direct_call_with_the_in_run_ids(tmp_path):
+    """`tokenizer.name_or_path` naming a saved BPE: the same class, the same direct call, the same ids."""
+    texts = hh_texts(400)
+    in_run = train_bpe(texts[:600], 1000)
+    in_run.save_pretrained(tmp_path)
+    by_path = training_tokenizer(str(tmp_path))
+    many, direct = batch_ids(by_path)
+    assert direct and type(by_path) is type(in_run)
+    assert many(texts) == batch_ids(in_run)[0](texts) == by_path(texts, add_special_tokens=False)["input_ids"]
+
+
+class Recording:
+    """A Rust tokenizer that notes which thread encoded each share (and hands the call on)."""
+
+    def __init__(self, backend):
+        self.backend, self.threads, self.shares = backend, set(), []
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def encode_batch_fast(self, texts, add_special_tokens):
+        self.threads.add(threading.get_ident())
+        self.shares.append(len(texts))
+        return self.backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_shares_go_to_threads_and_come_back_in_order(monkeypatch):
+    """With TOKENIZERS_PARALLELISM=false (as `rm train` and the tests run) the batch still spreads over threads."""
+    monkeypatch.setattr(ids_module, "THREADS", 3)
+    texts = hh_texts(400)
+    tokenizer = train_bpe(texts[:600], 1000)
+    want = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    tokenizer._tokenizer = recording = Recording(tokenizer._tokenizer)
+    many, direct = batch_ids(tokenizer)
+    assert direct and many(texts) == want
+    assert len(recording.shares) == 12 and sum(recording.shares) == len(texts) == 1200  # 4 shares a thread
+    assert len(recording.threads) > 1 and threading.get_ident() not in recording.threads
+    recording.shares.clear()
+    assert many(texts[:100]) == want[:100] and recording.shares == [100]  # too few texts to share out
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_a_forked_child_tokenizes_on_threads_of_its_own():
+    """The parent's threads do not come along into a fork (data.num_proc): the child's call must not hang."""
+    texts = hh_texts(200)
+    tokenizer = train_bpe(texts, 1000)
+    many, _ = batch_ids(tokenizer)
+    want = many(texts)  # the parent's threads exist now
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    child = ctx.Process(target=lambda: child_end.send(many(texts)))
+    child.start()
+    got = parent_end.recv() if parent_end.poll(60) else None
+    child.join(10)
+    if child.is_alive():
+        child.kill()
+    assert got == want and child.exitcode == 0
+
+
+def off_by_one(monkeypatch):
+    """`batch_ids` with a direct call that is off by one id, as a tokenizer class with steps of its own would be."""
+    real = ids_module.batch_ids
+
+    def disagreeing(tok, direct=True):
         many, _ = real(tok, direct=False)
         return ((lambda texts: [[i + 1 for i in ids] for ids in many(texts)]), True) if direct else (many, False)
 
-    monkeypatch.setattr(encode, "batch_ids", disagreeing)
-    got, report = encode_pairs(pairs, tokenizer, 200, ["harmless-base"])
+    monkeypatch.setattr(ids_module, "batch_ids", disagreeing)
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_checked_ids_fall_back_for_good_when_the_direct_call_disagrees(monkeypatch):
+    texts = hh_texts(100)
+    tokenizer = train_bpe(texts, 1000)
+    want = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    assert CheckedIds(tokenizer).direct
+    off_by_one(monkeypatch)
+    many = CheckedIds(tokenizer)
+    assert many.direct and many(texts[:50]) == want[:50]  # the first call is checked: transformers' ids
+    assert not many.direct and many(texts[50:]) == want[50:]  # and from then on through transformers
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_encoding_falls_back_when_the_direct_call_disagrees_on_the_first_chunk(monkeypatch):
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:1500]
+    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
+    want, want_report = one_call_per_text(pairs, tokenizer, 200)
+    off_by_one(monkeypatch)
+    got, report = encode_pairs(pairs, tokenizer, 200, ["harmless-base"])  # 2 chunks: the second one ahead
     assert report == want_report
     assert [p.prompt_ids.tolist() + p.chosen_ids.tolist() for p in got] == [p.prompt_ids + p.chosen_ids for p in want]
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_ids_ahead_gives_every_batch_in_order_the_first_one_alone():
+    texts = hh_texts(100)
+    tokenizer = train_bpe(texts, 1000)
+    many, _ = batch_ids(tokenizer)
+    events = []
+
+    def noted(batch):
+        j = batches.index(batch)
+        events.append(("start", j))
+        ids = many(batch)
+        events.append(("end", j))
+        return ids
+
+    batches = [texts[i : i + 70] for i in range(0, len(texts), 70)]
+    got = []
+    for ids in ids_ahead(noted, batches):
+        events.append(("got", len(got)))
+        got.append(ids)
+    assert got == [many(b) for b in batches] and len(got) == 5
+    assert events.index(("end", 0)) < events.index(("start", 1))  # the first batch alone (a check settles)
+    for j in range(2, 5):  # never more than one batch ahead of the caller
+        assert events.index(("got", j - 2)) < events.index(("start", j))
+    assert list(ids_ahead(many, [])) == []
+
+
+def test_bpe_training_uses_rust_threads_for_the_call_only_and_never_in_a_fork(monkeypatch):
+    """TOKENIZERS_PARALLELISM=false (`rm train`, the tests) is lifted around BPE training and put back; a forked
+    child, and a process where it is unset, keep theirs. Learnt on one core or two, the vocabulary is the same."""
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    with tokenizer_module.rust_threads():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    texts = [f"{i} pairs of words, and {i * 7} more words" for i in range(300)]
+    learnt = train_bpe(texts, 400).backend_tokenizer.to_str()
+    monkeypatch.setattr(tokenizer_module, "_STARTED_IN", -1)  # as in a forked child
+    with tokenizer_module.rust_threads():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    assert train_bpe(texts, 400).backend_tokenizer.to_str() == learnt
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    with tokenizer_module.rust_threads():
+        assert "TOKENIZERS_PARALLELISM" not in os.environ
