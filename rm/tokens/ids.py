@@ -37,6 +37,16 @@ def _pool(pid: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(THREADS, thread_name_prefix="rm-tokenize")
 
 
+OFF = ("false", "f", "off", "0", "no", "n")
+
+
+def library_threads_off() -> bool:
+    """Whether TOKENIZERS_PARALLELISM keeps the library's own batch call on one core. Only then does rm split the
+    batch over threads: with the library's threads on too, both pools shared 2 cores and the cold run of
+    scripts/bench_data.py tokenized at 3,244 pairs/s instead of 5,730 (issue 24)."""
+    return os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower() in OFF
+
+
 def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[Callable[[list[str]], list], bool]:
     """texts -> their ids without special tokens, as `tokenizer(texts, add_special_tokens=False)["input_ids"]`
     gives them; and whether that is the direct call below.
@@ -65,7 +75,7 @@ def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[
         if not settled or backend.encode_special_tokens != bool(tokenizer.split_special_tokens):
             return through_transformers(texts)
         n = min(4 * THREADS, len(texts) // MIN_SLICE)  # 4 shares a thread: texts differ in length
-        if THREADS < 2 or n < 2:
+        if THREADS < 2 or n < 2 or not library_threads_off():
             return share(texts) if texts else []
         cuts = [len(texts) * i // n for i in range(n + 1)]
         shares = _pool(os.getpid()).map(share, [texts[a:b] for a, b in itertools.pairwise(cuts)])

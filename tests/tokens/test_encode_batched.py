@@ -254,3 +254,13 @@ def test_bpe_training_uses_rust_threads_for_the_call_only_and_never_in_a_fork(mo
     monkeypatch.delenv("TOKENIZERS_PARALLELISM")
     with tokenizer_module.rust_threads():
         assert "TOKENIZERS_PARALLELISM" not in os.environ
+
+
+def test_rm_splits_a_batch_over_threads_only_when_the_librarys_own_threads_are_off(monkeypatch):
+    from rm.tokens.ids import library_threads_off
+
+    for value, off in (("false", True), ("0", True), ("FALSE ", True), ("true", False), ("1", False)):
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", value)
+        assert library_threads_off() is off, value
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")  # unset: the library uses its own threads
+    assert library_threads_off() is False
