@@ -14,6 +14,7 @@ batch planning needs come as whole numpy arrays (`GroupLengths`), so a plan neve
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,11 +134,17 @@ class GroupLengths:
         """[groups]: prompt + the longest response (the widest row of the group in the padded layout)."""
         return self.prompt + np.maximum.reduceat(self.responses, self.starts[:-1]) if len(self.prompt) else self.prompt
 
+    @functools.cached_property
+    def one_size(self) -> int:
+        """The response count every group has (2 for pairs), or 0 when sizes differ: found once, since the
+        planner asks `sequences` for every group it tries to add to a micro-batch."""
+        counts = np.diff(self.starts)
+        return int(counts[0]) if len(counts) and (counts == counts[0]).all() else 0
+
     def sequences(self, groups: np.ndarray) -> np.ndarray:
         """Prompt + response of every response of `groups` (the packed layout's sequences), flat."""
-        counts = np.diff(self.starts)
-        if len(counts) and (counts == counts[0]).all():  # every group of one size (pairs): no loop over groups
-            return (self.prompt[groups, None] + self.responses.reshape(len(counts), -1)[groups]).ravel()
+        if self.one_size:  # every group of one size (pairs): no loop over groups
+            return (self.prompt[groups, None] + self.responses.reshape(-1, self.one_size)[groups]).ravel()
         return np.concatenate(
             [self.prompt[g] + self.responses[self.starts[g] : self.starts[g + 1]] for g in groups.tolist()]
             or [np.zeros(0, np.int64)]
