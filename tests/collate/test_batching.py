@@ -98,3 +98,38 @@ def test_each_layout_groups_by_the_width_it_needs(layout):
     grouped = list(PairBatches(pairs, layout, 8, shuffle=False, group_pairs=96, group_by_length=True))
     widest_first = sorted(range(96), key=lambda i: -width(pairs[i]))
     assert [width(pairs[i]) for b in grouped for i in b] == [width(pairs[i]) for i in widest_first]
+
+
+@pytest.mark.parametrize("layout", ["shared", "packed", "padded"])
+@pytest.mark.parametrize("pack_length", [0, 90])
+def test_filling_a_batch_group_by_group_gives_the_plan_of_recounting_it(layout, pack_length):
+    """The planner keeps a micro-batch's rows as groups join (rm/collate/planner.py's `SharedFill`, `PaddedFill`);
+    the plan must be the one that recounts `cost(batch + [i])` for each group, as the rule reads. Groups of 2 to 4
+    responses with ties, several budgets, windows of mixed widths."""
+    rng = random.Random(4)
+    groups = []
+    for i in range(400):
+        k = rng.randint(2, 4)
+        responses = [[5] * rng.randint(1, 30) for _ in range(k)]
+        rank = [rng.randint(0, 2) for _ in range(k)]
+        groups.append(EncodedGroup([1] * rng.randint(1, 50), responses, rank, 0, 0.0, i))
+    for budget in (150, 400, 1500):
+        plan = PairBatches(groups, layout, 8, max_tokens=budget, seed=2, group_pairs=100, pack_length=pack_length)
+        recounted = []
+        for window in plan._windows(plan_order(plan)):
+            batch = []
+            for i in window:
+                if batch and plan.cost(batch + [i]) > budget:
+                    recounted.append(batch)
+                    batch = []
+                batch.append(i)
+            recounted.append(batch)
+        assert sorted(map(tuple, plan.batches())) == sorted(map(tuple, recounted))
+
+
+def plan_order(plan):
+    """The shuffled order `PairBatches._plan` draws before cutting it into windows."""
+    rng = random.Random(f"{plan.seed}/{plan.epoch}")
+    order = list(range(len(plan.pairs)))
+    rng.shuffle(order)
+    return order

@@ -264,3 +264,25 @@ def test_rm_splits_a_batch_over_threads_only_when_the_librarys_own_threads_are_o
         assert library_threads_off() is off, value
     monkeypatch.delenv("TOKENIZERS_PARALLELISM")  # unset: the library uses its own threads
     assert library_threads_off() is False
+
+
+def test_a_wider_word_cache_keeps_the_ids_of_a_tokenizer_that_caches_few_words(tmp_path):
+    """rm widens a loaded BPE model's word cache (`tokenizer.WORD_CACHE`). The ids must not change
+    when the words outnumber the library's default cache of 10,000 (and outnumber a cache cut to 100 here):
+    compared with the same tokenizer, loaded afresh, whose cache is left alone."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    rng = random.Random(3)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 12))) for _ in range(12_000)]
+    texts = [" ".join(rng.choice(words) for _ in range(40)) for _ in range(2_000)]
+    train_bpe(texts[:500], 600).save_pretrained(tmp_path)
+    widened = training_tokenizer(str(tmp_path))
+    many, direct = batch_ids(widened)
+    small = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    small.model._resize_cache(100)
+    assert direct
+    assert many(texts) == [e.ids for e in small.encode_batch(texts, add_special_tokens=False)]
+    assert many(texts[::-1]) == [e.ids for e in small.encode_batch(texts[::-1], add_special_tokens=False)]

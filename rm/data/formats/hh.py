@@ -42,20 +42,22 @@ def parse_turns(text: str) -> list[Turn]:
     return [Turn(tag.strip().rstrip(":"), body) for tag, body in zip(parts[1::2], parts[2::2], strict=True)]
 
 
-def render(turns: list[Turn]) -> str:
-    return "".join(t.tag + t.text for t in turns)
-
-
 def split_pair(chosen: str, rejected: str) -> tuple[str, str, str]:
     """Return (prompt, chosen_response, rejected_response) with prompt + response == original.
 
     The prompt ends on the "\\n\\nAssistant:" tag of the turn `rm.data.formats.turns.split_index` picks.
-    Raises `RecordError` (a ValueError) for identical or unsplittable conversations.
+    Raises `RecordError` (a ValueError) for identical or unsplittable conversations. Turns are compared as
+    (tag, text) tuples rather than `Turn`s: building and comparing 836,850 dataclasses was a third of
+    reading 168,000 HH records (issue 24).
     """
-    try:
-        c, r = parse_turns(chosen), parse_turns(rejected)
-    except ValueError as e:
-        raise RecordError("bad_turns", str(e)) from None
-    k = split_index(c, r, lambda t: t.role == "Assistant")
-    prompt = render(c[:k]) + ASSISTANT
-    return prompt, chosen[len(prompt) :], rejected[len(prompt) :]
+    c, r = _tag_text(chosen), _tag_text(rejected)
+    k = split_index(c, r, lambda t: t[0] == ASSISTANT)
+    end = sum(len(tag) + len(text) for tag, text in c[:k]) + len(ASSISTANT)
+    return chosen[:end], chosen[end:], rejected[end:]
+
+
+def _tag_text(text: str) -> list[tuple[str, str]]:
+    parts = _TAG.split(text)
+    if parts[0] != "":
+        raise RecordError("bad_turns", f"does not start with {HUMAN!r} or {ASSISTANT!r}: {text[:40]!r}")
+    return list(zip(parts[1::2], parts[2::2], strict=True))
