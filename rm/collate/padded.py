@@ -42,22 +42,34 @@ def response_order(batch: list[EncodedGroup]) -> list[tuple[int, int]]:
 
 def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:
     """What every group layout carries besides its rows: subset ids, margins, each group's index in its split
-    ([groups] each), and `better`/`worse` ([ordered pairs] each): positions in the rewards (read in `order`)
-    of the better and the worse response of every pair of a group whose ranks differ, group by group."""
+    ([groups] each); `better`/`worse` ([ordered pairs] each): positions in the rewards (read in `order`) of the
+    better and the worse response of every pair of a group whose ranks differ, group by group, with
+    `pair_group`, the group of each; `tie_a`/`tie_b` ([tied pairs]) likewise for equal ranks; and
+    `response_group`/`response_rank` ([responses], in reward order) for losses over whole rankings
+    (rm/model/group_loss.py)."""
     at = {gk: n for n, gk in enumerate(order)}
-    better, worse = [], []
+    better, worse, pair_group, tie_a, tie_b = [], [], [], [], []
     for i, g in enumerate(batch):
         for a in range(len(g.response_ids)):
             for b in range(len(g.response_ids)):
                 if g.rank[a] < g.rank[b]:
                     better.append(at[i, a])
                     worse.append(at[i, b])
+                    pair_group.append(i)
+                elif a < b and g.rank[a] == g.rank[b]:
+                    tie_a.append(at[i, a])
+                    tie_b.append(at[i, b])
     return {
         "subset_ids": torch.tensor([g.subset_id for g in batch]),
         "margin": torch.tensor([g.margin for g in batch], dtype=torch.float32),
         "pair_index": torch.tensor([g.index for g in batch]),
         "better": torch.tensor(better, dtype=torch.long),
         "worse": torch.tensor(worse, dtype=torch.long),
+        "pair_group": torch.tensor(pair_group, dtype=torch.long),
+        "tie_a": torch.tensor(tie_a, dtype=torch.long),
+        "tie_b": torch.tensor(tie_b, dtype=torch.long),
+        "response_group": torch.tensor([i for i, _ in order], dtype=torch.long),
+        "response_rank": torch.tensor([batch[i].rank[a] for i, a in order], dtype=torch.long),
     }
 
 

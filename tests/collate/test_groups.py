@@ -11,6 +11,7 @@ from conftest import tiny_model
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
+from rm.model.group_loss import plackett_luce_loss
 from rm.model.reward import RewardModel, group_rewards, pair_rewards
 from rm.tokens.store import EncodedGroup, EncodedSplit
 
@@ -97,3 +98,34 @@ def test_the_planner_counts_a_group_by_the_slots_its_layout_builds(layout):
         built = collate([mixed[i] for i in b])["input_ids"].numel()  # the tensor the collator really builds
         assert built <= plan.cost(b) if layout == "shared" else built == plan.cost(b)
         assert plan.cost(b) <= 300 or len(b) == 1
+
+
+@pytest.mark.parametrize("layout", list(COLLATORS))
+def test_every_layout_names_each_rewards_group_rank_pairs_and_ties(tokenizer, layout):
+    """`pair_group`, `tie_a`/`tie_b` and `response_group`/`response_rank` read with the rewards give, per group,
+    the ordered pairs, the tied pairs and the ranking of that group's own separate forwards; so the group losses
+    (rm/model/group_loss.py) computed from a batch equal the same losses computed group by group."""
+    torch.manual_seed(0)
+    model = RewardModel(tiny_model(tokenizer, "llama")).eval()
+    batch_groups = groups(len(tokenizer), 7, seed=3, sizes=(3, 2, 4))
+    batch = COLLATORS[layout](tokenizer.pad_token_id)(batch_groups)
+    with torch.no_grad():
+        r = group_rewards(model, batch).double()
+        want = [torch.tensor(alone(model, g), dtype=torch.float64) for g in batch_groups]
+    ranks = [torch.tensor(g.rank) for g in batch_groups]
+    one = [torch.zeros(len(w), dtype=torch.long) for w in want]
+    by_group = sum(plackett_luce_loss(w, g, k) for w, g, k in zip(want, one, ranks, strict=True))
+    got = plackett_luce_loss(r, batch["response_group"], batch["response_rank"])
+    assert abs(got.item() - by_group.item()) <= 1e-5
+    ties = sorted(
+        (want[i][a].item(), want[i][b].item())
+        for i, g in enumerate(batch_groups)
+        for a in range(len(g.rank))
+        for b in range(a + 1, len(g.rank))
+        if g.rank[a] == g.rank[b]
+    )
+    got_ties = sorted(zip(r[batch["tie_a"]].tolist(), r[batch["tie_b"]].tolist(), strict=True))
+    assert len(got_ties) == len(ties) == sum(len(g.rank) > 2 for g in batch_groups)  # one in each of 3 or 4
+    assert all(abs(x - y) <= 1e-5 for p, q in zip(got_ties, ties, strict=True) for x, y in zip(p, q, strict=True))
+    pairs_per_group = torch.bincount(batch["pair_group"], minlength=len(batch_groups)).tolist()
+    assert pairs_per_group == [{2: 1, 3: 2, 4: 5}[len(g.rank)] for g in batch_groups]
