@@ -40,6 +40,16 @@ class RenderedPair:
     """True when the conversations part before the final assistant turn."""
 
 
+@dataclass
+class RenderedGroup:
+    """Text of one prompt and its K responses; `prompt + responses[k]` is conversation k as the model sees it."""
+
+    prompt: str
+    responses: tuple[str, ...]
+    turn_starts: tuple[int, ...] | None
+    """As `RenderedPair.turn_starts`."""
+
+
 def messages_from(value: Any, field: str) -> list[Message]:
     """Validate a list of {role, content} dicts; anything else is a RecordError naming the item."""
     if not isinstance(value, list):
@@ -106,13 +116,19 @@ class Renderer:
     def pair(self, chosen: list[Message], rejected: list[Message]) -> RenderedPair:
         prompt, c_rest, r_rest = split_messages(chosen, rejected)
         early = len(c_rest) > 1 or len(r_rest) > 1
+        text = self.group(prompt, [c_rest, r_rest], ["chosen", "rejected"])
+        return RenderedPair(text.prompt, *text.responses, text.turn_starts, early)
+
+    def group(self, prompt: list[Message], rests: list[list[Message]], names: list[str]) -> RenderedGroup:
+        """A prompt's messages and K continuations of it (each starting with an assistant message) as text:
+        `prompt + responses[k]` is conversation k as the model sees it. `names` name each continuation's
+        field in errors."""
         if self.tokenizer is None:
-            c_text = " " + c_rest[0].content + hh_text(c_rest[1:])
-            r_text = " " + r_rest[0].content + hh_text(r_rest[1:])
-            return RenderedPair(hh_text(prompt) + "\n\nAssistant:", c_text, r_text, None, early)
+            texts = tuple(" " + rest[0].content + hh_text(rest[1:]) for rest in rests)
+            return RenderedGroup(hh_text(prompt) + "\n\nAssistant:", texts, None)
         head = self._apply(prompt, generation=True)
         texts = []
-        for name, rest in (("chosen", c_rest), ("rejected", r_rest)):
+        for name, rest in zip(names, rests, strict=True):
             full = self._apply(prompt + rest, generation=False)
             if not full.startswith(head):
                 msg = "the chat template does not render the prompt as the start of the conversation (try hh)"
@@ -124,7 +140,7 @@ class Renderer:
                 before = self._apply(prompt[:i], generation=False)
                 if head.startswith(before):
                     starts.append(len(before) - len(self.bos))
-        return RenderedPair(head[len(self.bos) :], texts[0], texts[1], tuple(starts), early)
+        return RenderedGroup(head[len(self.bos) :], tuple(texts), tuple(starts))
 
     def _apply(self, messages: list[Message], generation: bool) -> str:
         rows = [{"role": m.role, "content": m.content} for m in messages]

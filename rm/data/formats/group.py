@@ -1,0 +1,86 @@
+"""One prompt and K ranked responses as text, and the checks every K-response format shares (issue 25).
+
+A pair is the K = 2 case with ranks (0, 1); K-response records (UltraFeedback's ratings, Nectar's ranks,
+RewardBench 2's chosen and rejected lists) become a `Group` whose ranks say what is known about the order:
+0 is best, equal ranks tie. Scores (higher is better) become ranks densely, so two responses rated 4 tie
+and the next one down gets the next rank whatever the gap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rm.errors import RecordError
+
+MISSING = ("N/A", "n/a", "NA", "")
+"""Scores that say "not rated": UltraFeedback writes "N/A" where an annotation is missing."""
+
+
+@dataclass
+class Group:
+    """A prompt and K >= 2 continuations of it; `prompt + responses[k]` is conversation k as the model sees it."""
+
+    prompt: str
+    responses: tuple[str, ...]
+    rank: tuple[int, ...]
+    """rank[k]: response k's place, 0 best; equal ranks tie."""
+    subset: str
+    origin: str = ""
+    """"file:line", for error messages and reports."""
+    turn_starts: tuple[int, ...] | None = None
+    """Offsets in `prompt` where a long prompt may be cut; None: at its "\\n\\nHuman:" tags."""
+    scores: tuple[float, ...] | None = None
+    """The scores the ranks came from (margins are their differences); None for ranked data."""
+
+
+def score_of(value: Any, field: str) -> float | None:
+    """A score as a float, or None where the data says it is missing ("N/A", null): not a bad record."""
+    if value is None or (isinstance(value, str) and value.strip() in MISSING):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise RecordError("not_a_number", f"field {field!r} must be a number, got {value!r}", field) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordError("not_a_number", f"field {field!r} must be a finite number, got {value!r}", field)
+    return float(value)
+
+
+def ranks_from_scores(scores: list[float]) -> tuple[int, ...]:
+    """Dense ranks, highest score first: [3, 5, 3, 1] -> (1, 0, 1, 2)."""
+    places = {s: i for i, s in enumerate(sorted(set(scores), reverse=True))}
+    return tuple(places[s] for s in scores)
+
+
+def ranks_from_places(places: list[int], field: str) -> tuple[int, ...]:
+    """Given ranks (any start, lower is better, no repeats) as ranks from 0: Nectar's 1..7 -> 0..6."""
+    if len(set(places)) != len(places):
+        repeated = sorted({p for p in places if places.count(p) > 1})
+        raise RecordError(
+            "duplicate_rank", f"field {field!r} gives rank {repeated[0]} to more than one response", field
+        )
+    order = sorted(places)
+    return tuple(order.index(p) for p in places)
+
+
+def checked_group(
+    prompt: str, responses: list[str], rank: tuple[int, ...], names: list[str], subset: str, origin: str, **more: Any
+) -> Group:
+    """The group, or the `RecordError` that makes it a bad record: fewer than 2 responses, an empty or repeated
+    response, or every response tied (nothing to learn). `names[k]` is response k's field, for the message."""
+    if len(responses) < 2:
+        raise RecordError("too_few_responses", f"{len(responses)} response(s) with a score or rank; a group needs 2")
+    seen: dict[str, int] = {}
+    for k, text in enumerate(responses):
+        if not text.strip():
+            raise RecordError("empty_response", f"field {names[k]!r} is an empty response", names[k])
+        if text in seen:
+            first = names[seen[text]]
+            raise RecordError("duplicate_response", f"fields {first!r} and {names[k]!r} are the same text", names[k])
+        seen[text] = k
+    if len(set(rank)) < 2:
+        raise RecordError("all_tied", "every response has the same score or rank: nothing to learn from the group")
+    return Group(prompt, tuple(responses), rank, subset, origin, **more)

@@ -1,0 +1,152 @@
+"""Record formats with K responses to one prompt (issue 25), each in its dataset's published field names:
+
+| format | a record |
+| --- | --- |
+| `ultrafeedback` | `instruction` (or `prompt`), `completions: [{response, overall_score, fine-grained_score,
+  annotations: {aspect: {Rating, …}}}]` |
+| `nectar` | `prompt` (HH turns, ending "\\n\\nAssistant:"), `answers: [{answer, rank, model}]`, rank 1 best |
+| `rewardbench2` | `prompt`, `chosen: [str, …]`, `rejected: [str, …]`, `subset`: every chosen over every rejected |
+| `responses` | `prompt` (text or messages), `responses: [{text or messages, score or rank}]` |
+
+`score_field` names the score that orders an UltraFeedback group (`overall_score`, `fine-grained_score`, or
+an annotation aspect such as `helpfulness`, whose `Rating` is read); a missing score ("N/A") leaves that
+response out rather than refusing the record. A plain-text prompt is a user message and each response an
+assistant message, rendered as pairs of message lists are (rm/data/formats/chat.py: the tokenizer's chat
+template, or HH text); Nectar's prompts are HH text already, and its answers follow them as HH answers do
+(after a space).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rm.data.formats.chat import Message, Renderer, messages_from
+from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
+from rm.data.formats.hh import ASSISTANT
+from rm.data.formats.pair import subset_of, text_field
+from rm.errors import RecordError
+
+
+def _list(record: dict, name: str) -> list:
+    value = record.get(name)
+    if value is None:
+        raise RecordError("missing_field", f"field {name!r} is missing", name)
+    if not isinstance(value, list):
+        raise RecordError("not_a_list", f"field {name!r} must be a list, got {type(value).__name__}", name)
+    return value
+
+
+def _object(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise RecordError("not_an_object", f"field {field!r} must be an object, got {type(value).__name__}", field)
+    return value
+
+
+def _string(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise RecordError("not_a_string", f"field {field!r} must be a string, got {type(value).__name__}", field)
+    return value
+
+
+def _rendered(
+    prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
+    renderer: Renderer, subset: str, origin: str, scores: tuple[float, ...] | None = None,
+) -> Group:  # fmt: skip
+    """Messages (a string prompt is one user message, a string response one assistant message) as text."""
+    head = [Message("user", prompt)] if isinstance(prompt, str) else prompt
+    rests = [[Message("assistant", t)] if isinstance(t, str) else t for t in texts]
+    for name, rest in zip(names, rests, strict=True):
+        if rest[0].role != "assistant":
+            raise RecordError("bad_message", f"field {name!r} must start with an assistant message", name)
+    text = renderer.group(head, rests, names)
+    return checked_group(
+        text.prompt, list(text.responses), rank, names, subset, origin, turn_starts=text.turn_starts, scores=scores
+    )
+
+
+def ultrafeedback_score(completion: dict, field: str, where: str) -> float | None:
+    """`completion[field]`, or the `Rating` of annotation aspect `field` (UltraFeedback's per-aspect ratings)."""
+    if field in completion:
+        return score_of(completion[field], f"{where}.{field}")
+    aspect = _object(completion.get("annotations", {}), f"{where}.annotations").get(field)
+    if aspect is None:
+        raise RecordError("missing_field", f"field '{where}.{field}' is missing (no such score or annotation)", where)
+    return score_of(_object(aspect, f"{where}.annotations.{field}").get("Rating"), f"{where}.annotations.{field}")
+
+
+def parse_ultrafeedback(record: dict, origin: str, renderer: Renderer, subset: str, score_field: str) -> Group:
+    prompt = text_field(record, "instruction" if "instruction" in record else "prompt")
+    texts, scores, names = [], [], []
+    for k, item in enumerate(_list(record, "completions")):
+        where = f"completions[{k}]"
+        completion = _object(item, where)
+        score = ultrafeedback_score(completion, score_field, where)
+        if score is not None:  # an unrated completion is left out, not a bad record
+            texts.append(_string(completion.get("response"), f"{where}.response"))
+            scores.append(score)
+            names.append(f"{where}.response")
+    rank = ranks_from_scores(scores)
+    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin, tuple(scores))
+
+
+def parse_nectar(record: dict, origin: str, subset: str) -> Group:
+    prompt = text_field(record, "prompt")
+    if not prompt.rstrip().endswith(ASSISTANT):
+        raise RecordError("bad_turns", f"field 'prompt' must end on {ASSISTANT!r} (Nectar's HH turns)", "prompt")
+    prompt = prompt.rstrip()
+    texts, places, names = [], [], []
+    for k, item in enumerate(_list(record, "answers")):
+        where = f"answers[{k}]"
+        answer = _object(item, where)
+        text = _string(answer.get("answer"), f"{where}.answer")
+        place = answer.get("rank")
+        if isinstance(place, bool) or not isinstance(place, int):
+            raise RecordError("missing_rank", f"field '{where}.rank' must be a whole number, got {place!r}", where)
+        texts.append(text if text[:1].isspace() else " " + text)
+        places.append(place)
+        names.append(f"{where}.answer")
+    rank = ranks_from_places(places, "answers[].rank")
+    return checked_group(prompt, texts, rank, names, subset_of(record, subset), origin)
+
+
+def parse_rewardbench2(record: dict, origin: str, renderer: Renderer, subset: str) -> Group:
+    prompt = text_field(record, "prompt")
+    chosen, rejected = _list(record, "chosen"), _list(record, "rejected")
+    if not chosen or not rejected:
+        raise RecordError("too_few_responses", "a RewardBench 2 record needs at least one chosen and one rejected")
+    names = [f"chosen[{k}]" for k in range(len(chosen))] + [f"rejected[{k}]" for k in range(len(rejected))]
+    texts = [_string(t, name) for t, name in zip(chosen + rejected, names, strict=True)]
+    rank = (0,) * len(chosen) + (1,) * len(rejected)  # chosen tie among themselves, as do rejected
+    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin)
+
+
+def parse_responses(record: dict, origin: str, renderer: Renderer, subset: str) -> Group:
+    raw = record.get("prompt")
+    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
+    texts, values, names, kinds = [], [], [], set()
+    for k, item in enumerate(_list(record, "responses")):
+        where = f"responses[{k}]"
+        response = _object(item, where)
+        if "messages" in response:
+            texts.append(messages_from(response["messages"], f"{where}.messages"))
+        else:
+            texts.append(_string(response.get("text"), f"{where}.text"))
+        kind = "score" if "score" in response else "rank" if "rank" in response else None
+        if kind is None:
+            raise RecordError("missing_field", f"field '{where}' has neither 'score' nor 'rank'", where)
+        kinds.add(kind)
+        values.append(score_of(response[kind], f"{where}.{kind}"))
+        names.append(where)
+    if len(kinds) > 1:
+        raise RecordError("mixed_order", "some responses have a score and others a rank: give one kind", "responses")
+    if any(v is None for v in values):
+        missing = names[values.index(None)]
+        raise RecordError("missing_rank", f"field '{missing}' has no {kinds.pop()}", missing)
+    if kinds == {"rank"}:
+        if any(v != int(v) for v in values):
+            raise RecordError("missing_rank", "field 'responses[].rank' must hold whole numbers", "responses")
+        rank = ranks_from_places([int(v) for v in values], "responses[].rank")
+        scores = None
+    else:
+        rank, scores = ranks_from_scores(values), tuple(values)
+    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin, scores)
