@@ -1,0 +1,43 @@
+"""The grouped benchmark's data (scripts/make_group_data.py): groups read back through rm's Nectar parser are the
+real pairs plus two answers from other prompts, the binarized file holds the same 6 ordered pairs per group, and
+no held-out prompt is trained on."""
+
+import gzip
+import json
+import sys
+
+import pytest
+
+from conftest import HH_HARMLESS_TEST, REPO
+from rm.data.formats.hh import split_pair
+from rm.data.formats.ranked import parse_nectar
+
+sys.path.insert(0, str(REPO / "scripts"))
+import make_group_data  # noqa: E402
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_groups_pairs_and_heldout_agree_with_the_source(tmp_path):
+    counts = make_group_data.write(tmp_path, limit=60, eval_fraction=0.25)
+    with gzip.open(HH_HARMLESS_TEST, "rt", encoding="utf-8") as f:
+        source = [json.loads(line) for line in f if line.strip()][:60]
+    groups = [json.loads(line) for line in (tmp_path / "groups" / "train.jsonl").read_text().splitlines()]
+    pairs = [json.loads(line) for line in (tmp_path / "pairs" / "train.jsonl").read_text().splitlines()]
+    heldout = [json.loads(line) for line in (tmp_path / "heldout" / "test.jsonl").read_text().splitlines()]
+    assert counts == {"groups": len(groups), "pairs": len(pairs), "heldout": len(heldout)}
+    assert len(groups) >= 40 and len(pairs) == 6 * len(groups) and heldout == source[45:]
+    train_prompts = {split_pair(r["chosen"], r["rejected"])[0] for r in source[:45]}
+    heldout_prompts = {split_pair(r["chosen"], r["rejected"])[0] for r in heldout}
+    originals = {(p, c, r) for p, c, r in (split_pair(s["chosen"], s["rejected"]) for s in source[:45])}
+    for k, record in enumerate(groups):
+        group = parse_nectar(record, f"groups:{k + 1}", "harmless-base")
+        assert group.rank == (0, 1, 2, 3)
+        assert (group.prompt, *group.responses[:2]) in originals  # the real pair, word for word
+        assert group.prompt in train_prompts and group.prompt not in heldout_prompts
+        others = {r for p, c, rr in originals if p != group.prompt for r in (c, rr)}
+        assert set(group.responses[2:]) <= others  # answers to other prompts
+        binarized = pairs[6 * k : 6 * k + 6]
+        want = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+        for pair, (a, b) in zip(binarized, want, strict=True):
+            want_text = (group.prompt, group.responses[a], group.responses[b])
+            assert split_pair(pair["chosen"], pair["rejected"]) == want_text
