@@ -15,6 +15,7 @@ import sys
 
 from rm.cli import data, evaluate, export, redteam, score, sweep, train
 from rm.cli.examples import EXAMPLES, epilog
+from rm.data.hub_reach import fail_fast
 from rm.errors import RMError, TrainingError
 
 COMMANDS = (train, sweep, data, export, evaluate, score, redteam)
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     # rm spreads its batch calls over Python threads itself (rm/tokens/ids.py), so this costs no speed.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse(build_parser(), argv)
+    fail_fast()  # an unreachable Hub: one line at once, not a minute of retries (rm/data/hub_reach.py)
     try:
         return args.func(args)
     except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change

@@ -7,19 +7,25 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from rm.cli.options import add_set_option
+from rm.cli.options import add_data_args
 
 
 def add(sub) -> None:
-    data = sub.add_parser("data", help="look at preference data before training on it")
-    data_sub = data.add_subparsers(dest="data_command", required=True)
+    data = sub.add_parser(
+        "data",
+        help="look at preference data before training on it",
+        description="Look at preference data before training on it: `data inspect SOURCE` reads it as a run would.",
+    )
+    data_sub = data.add_subparsers(dest="data_command", required=True, help="inspect: what a source holds")
     p = data_sub.add_parser(
         "inspect",
         help="counts, token lengths, shared prefix, truncation and every bad record of a source",
         description="Read SOURCE as a run would and report what it holds and what loading it would skip.",
     )
-    p.add_argument("source", help="a file (.jsonl[.gz], .json, .csv, .parquet), an hh-rlhf directory or a Hub name")
-    p.add_argument("--format", choices=["auto", "hh", "prompt", "conversation", "argilla", "red-team"])
+    p.add_argument(
+        "source",
+        help="a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a Hub name",
+    )
     p.add_argument("--on-bad-record", choices=["error", "skip"], help="default error: stop at the first one")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--split", default="train", help="split to read from a directory or the Hub (train)")
@@ -27,18 +33,17 @@ def add(sub) -> None:
     p.add_argument("--tokenizer", default="", help="tokenizer for lengths (default: a BPE trained on SOURCE)")
     p.add_argument("--max-length", type=int, default=512, help="report what this max_length would cut")
     p.add_argument("--vocab-size", type=int, default=8192, help="vocab of the BPE trained without --tokenizer")
-    add_set_option(p)
+    add_data_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rm.cli.options import subset_list
-    from rm.config import load_config
+    from rm.cli.options import data_config, subset_list
     from rm.tokens.inspection import format_text, inspect_source
 
-    cfg = load_config(None, [f"data.{o}" for o in args.overrides]).data
+    cfg = data_config(args)
     cfg = replace(cfg, source=str(Path(args.source)) if Path(args.source).exists() else args.source)
-    cfg = replace(cfg, format=args.format or cfg.format, on_bad_record=args.on_bad_record or cfg.on_bad_record)
+    cfg = replace(cfg, on_bad_record=args.on_bad_record or cfg.on_bad_record)
     if args.subsets:
         cfg = replace(cfg, subsets=subset_list(args.subsets))
     result = inspect_source(cfg, args.split, args.tokenizer, args.max_length, args.vocab_size)

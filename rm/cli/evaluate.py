@@ -12,9 +12,18 @@ if TYPE_CHECKING:  # the library is imported when a command runs, so that --help
 
 
 def add(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate a reward model on preference pairs: eval.json, report.md, plots")
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a reward model on preference pairs: eval.json, report.md, plots",
+        description="Score preference pairs with a reward model and report accuracy, calibration and length bias "
+        "per subset, with bootstrap intervals: eval.json, report.md and plots in --out.",
+    )
     add_model_args(p)
-    p.add_argument("--data", required=True, help="pairs: .jsonl[.gz] file, hh-rlhf-style directory or Hub name")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="pairs: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a Hub name",
+    )
     p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
     p.add_argument("--split", default="test", help="split to read from a directory or Hub dataset")
     p.add_argument("--subsets", nargs="*", default=[], help="subsets to load, by spaces or commas (default: all)")
@@ -35,7 +44,18 @@ def add(sub) -> None:
     p.add_argument("--max-pairs", type=int, default=0, help="a seeded sample of at most this many pairs")
     p.add_argument("--bootstrap-samples", type=int, default=1000, help="bootstrap resamples for the intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    add_threads_arg(p)
     p.set_defaults(func=run)
+
+
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    """--num-threads, as training's train.num_threads (rm/model/threads.py)."""
+    p.add_argument(
+        "--num-threads",
+        type=int,
+        default=0,
+        help="torch CPU threads (default 0: the cores this process may use, shared by the processes on the node)",
+    )
 
 
 def eval_data(args: argparse.Namespace) -> DataConfig:
@@ -72,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=args.dtype,
         trust_remote_code=args.trust_remote_code,
+        num_threads=args.num_threads,
     )
     result = evaluate_model(args.model, eval_data(args), args.out, options)
     if result:  # the main process (the others return an empty result)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 EXAMPLES: dict[str, list[str]] = {
     "": [
-        "python -m rm train configs/quickstart.yaml                 # the demo: a minute on a laptop CPU",
+        "python -m rm train configs/quickstart.yaml train.overwrite=true   # the demo (again): about a minute",
         "python -m rm data inspect ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz --on-bad-record skip",
         "python -m rm eval --model runs/quickstart/export --data runs/quickstart/data --out runs/qs-eval",
         "python -m rm train --help                                  # each command's options and examples",
     ],
     "train": [
-        "python -m rm train configs/quickstart.yaml",
+        "python -m rm train configs/quickstart.yaml train.overwrite=true   # replace an earlier run there",
         "python -m rm train configs/quickstart.yaml train.lr=1e-4 train.max_steps=200 output_dir=runs/lr",
         "python -m rm train runs/lr/config.yaml train.resume=auto   # continue after Ctrl-C or a pre-emption",
-        "python -m rm train configs/quickstart.yaml train.overwrite=true   # replace an earlier run there",
-        "accelerate launch --config_file configs/accelerate/cpu-ddp.yaml -m rm train configs/quickstart.yaml",
+        "accelerate launch --config_file configs/accelerate/cpu-ddp.yaml -m rm train configs/quickstart.yaml "
+        "output_dir=runs/qs-ddp",
     ],
     "sweep": [
         "python -m rm sweep configs/sweeps/quickstart-lr.yaml --dry-run",
@@ -25,6 +25,7 @@ EXAMPLES: dict[str, list[str]] = {
     "data": [
         "python -m rm data inspect ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz --on-bad-record skip",
         "python -m rm data inspect tests/fixtures/argilla_ja.jsonl --set argilla.pairs_from_edits=true --json",
+        "python -m rm data inspect pairs.csv --columns prompt=question,chosen=good,rejected=bad",
     ],
     "export": [
         "python -m rm export runs/quickstart --out /tmp/rm-export",

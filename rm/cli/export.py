@@ -27,6 +27,11 @@ def add(sub) -> None:
     )
     p.add_argument("--eval", action="store_true", help="score the run's held-out pairs with these weights")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
+    p.add_argument(
+        "--require-finished",
+        action="store_true",
+        help="refuse a run that has not finished (stopped early: no final eval.json) and any but its final weights",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,9 +45,15 @@ def run(args: argparse.Namespace) -> int:
     from rm.errors import ExportError
     from rm.export.folder import export_run
     from rm.export.hub import check_push, push_folder
+    from rm.model.threads import set_threads
 
+    set_threads(0)  # the default every command uses (rm/model/threads.py): --normalize and --eval score data
     if args.push_to_hub:
         check_push(args.push_to_hub)  # name and token before minutes of exporting, not after
+    if args.require_finished:  # before anything is written or pushed
+        from rm.export.restore import resolve_source
+
+        resolve_source(args.source).require_finished()
     out = Path(args.out)
     if args.push_to_hub and not args.overwrite and holds_same_export(out, args.source, args.normalize):
         print(f"{out} already holds this export (a retried push?): pushing it as it is")
@@ -72,6 +83,7 @@ def holds_same_export(out, source: str, normalize: bool | None) -> bool:
     import yaml
 
     from rm.config import to_dict
+    from rm.config.rundir import saved_config
     from rm.errors import RMError
     from rm.export.restore import resolve_source
 
@@ -84,7 +96,7 @@ def holds_same_export(out, source: str, normalize: bool | None) -> bool:
     normalize = src.cfg.export.normalize if normalize is None else normalize
     card = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
     return (
-        yaml.safe_load((out / "rm_config.yaml").read_text()) == to_dict(src.cfg)
+        yaml.safe_load((out / "rm_config.yaml").read_text()) == to_dict(saved_config(src.cfg))
         and src.step is not None
         and f"after {src.step} optimizer steps" in card
         and ("reward_normalization" in json.loads((out / "config.json").read_text())) == normalize

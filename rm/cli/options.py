@@ -14,13 +14,22 @@ def add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
         default=0,
         help="tokens per text (default: the run's collator.max_length, else the model's limit)",
     )
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "float16"],
+        help="weights' dtype (default: float32; bfloat16 halves the memory, on a GPU that has it)",
+    )
     p.add_argument("--trust-remote-code", action="store_true", help="run code from the model's repository")
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
     """How to read the records, as training's data.* keys: format, columns, chat template, Argilla options."""
-    p.add_argument("--format", choices=["auto", "hh", "prompt", "conversation", "argilla", "red-team"])
+    p.add_argument(
+        "--format",
+        choices=["auto", "hh", "prompt", "conversation", "argilla", "red-team"],
+        help="record format, as data.format (default auto: told from each record's fields)",
+    )
     p.add_argument(
         "--columns",
         default="",

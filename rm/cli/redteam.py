@@ -10,7 +10,12 @@ from rm.cli.options import add_model_args
 
 
 def add(sub) -> None:
-    p = sub.add_parser("redteam", help="Spearman correlation of rewards with red-team harm annotations, plot")
+    p = sub.add_parser(
+        "redteam",
+        help="Spearman correlation of rewards with red-team harm annotations, plot",
+        description="Score Anthropic's red-team attempts with --model (or read an rm score output with --scores) "
+        "and report how the rewards correlate with the annotators' harm ratings: redteam.json and redteam.png.",
+    )
     add_model_args(p, required=False)
     p.add_argument("--input", default="", help="red-team attempts .jsonl[.gz] to score with --model")
     p.add_argument("--scores", default="", help="an already scored file (rm score output) instead")

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 
+from rm.cli.evaluate import add_threads_arg
 from rm.cli.options import add_model_args
 
 
 def add(sub) -> None:
-    p = sub.add_parser("score", help="score conversations or transcripts in a JSON-lines file, streaming")
+    p = sub.add_parser(
+        "score",
+        help="score conversations or transcripts in a file (.jsonl[.gz], .json, .csv, .parquet), streaming",
+        description="Write the reward of each record of --input (transcripts, texts, prompt+response or "
+        "chosen+rejected pairs) to a .jsonl file, streaming.",
+    )
     add_model_args(p)
     p.add_argument(
         "--input",
@@ -25,16 +31,25 @@ def add(sub) -> None:
         default="error",
         help="skip (and count) records that cannot be scored instead of stopping at the first one",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    add_threads_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rm.evaluation.score_file import score_file
+    from pathlib import Path
+
+    from rm.evaluation.score_file import check_output, score_file
+    from rm.model.build import check_positions
     from rm.model.pretrained import default_max_length, load_reward_model
 
     out = args.out or scored_name(args.input)
-    model, tokenizer = load_reward_model(args.model, args.dtype, args.trust_remote_code, device="auto")
+    check_output(Path(args.input), Path(out), args.overwrite)  # before the model loads, not after
+    model, tokenizer = load_reward_model(
+        args.model, args.dtype, args.trust_remote_code, device="auto", num_threads=args.num_threads
+    )
     max_length = args.max_length or default_max_length(args.model, model)
+    check_positions(max_length, model.hf.config, "--max-length", args.model)
     counts = score_file(
         model,
         tokenizer,
@@ -44,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=max_length,
         field=args.field,
         on_bad_record=args.on_bad_record,
+        overwrite=args.overwrite,
     )
     print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
     if counts.get("skipped"):

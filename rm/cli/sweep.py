@@ -35,10 +35,12 @@ def add(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import optuna  # noqa: F401
+        import optuna
     except ImportError as e:
         print(f"error: sweeps need optuna ({e}): pip install 'rm-trainer[sweep]'", file=sys.stderr)
         return 2
+    # Optuna's own "[I ...] A new study created / Trial 0 finished" lines repeat what the sweep prints itself.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     from rm.sweep.config import load_sweep
     from rm.sweep.driver import dry_run, report_only
     from rm.sweep.driver import run as run_sweep
@@ -58,12 +60,11 @@ def run_trial(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     import optuna
 
+    from rm.cli.train import train
     from rm.sweep.trial import reporter_from_env
-    from rm.training.run import main
 
     try:
-        main(cfg, on_eval=reporter_from_env())
+        return train(cfg, on_eval=reporter_from_env())  # 143 or 130 when stopped early: requeued by the sweep
     except optuna.TrialPruned as e:
         print(f"stopped: {e} (the sweep's pruner judged this trial weak)", file=sys.stderr)
         return PRUNED
-    return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
-NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs")
+NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),

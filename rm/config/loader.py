@@ -121,9 +121,16 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         raw = yaml.load(Path(path).read_text(), Loader=YamlLoader) or {}
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(f"config file not found: {path}{relative_note(path)}") from None
+    except yaml.MarkedYAMLError as e:  # one line with file:line:column, not PyYAML's 8 about "<unicode string>"
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        words = e.problem or e.context or "?"
+        if e.context and e.problem and e.context_mark:
+            words += f", {e.context} from line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
+        raise ConfigError(f"{where}: not valid YAML ({words})") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
     return raw
@@ -146,11 +153,33 @@ def build(cls: type, raw: dict[str, Any], where: str) -> Any:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
-    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type."""
+    """Read a YAML run config (safe loader), apply dotted overrides, check every key and type.
+
+    Each override is first checked on its own, so that its mistake is blamed on it (`override
+    train.learning_rate=1: unknown key ...`), not on the YAML file it was merely added to."""
     raw = read_yaml(path) if path is not None else {}
+    check_overrides(RunConfig, overrides)
     cfg = build(RunConfig, apply_overrides(raw, overrides), str(path) if path is not None else "defaults")
     validate(cfg)
     return cfg
+
+
+def check_overrides(cls: type, overrides: list[str]) -> None:
+    """Raise, naming the override, where one `key=value` alone does not fit the schema `cls`."""
+    for text in overrides:
+        try:
+            build(cls, apply_overrides({}, [text]), f"override {text}")
+        except ConfigError as e:
+            message = str(e)
+            raise ConfigError(message if message.startswith("override") else f"override {text}: {message}") from None
+
+
+def relative_note(path: str | Path) -> str:
+    """For a "not found" error: where a relative path was looked for. Paths in a config are read from the
+    current directory, not the config's folder (every config in configs/ assumes the repository root)."""
+    if Path(path).expanduser().is_absolute():
+        return ""
+    return f" (a relative path, in a config too, is read from the current directory, {Path.cwd()})"
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

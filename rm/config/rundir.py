@@ -1,6 +1,7 @@
 """Where a run's files live: the one definition of the run directory's layout, for training, export, eval and sweeps.
 
-<output_dir>/config.yaml              the resolved run config
+<output_dir>/rm_run.json              the run's manifest: written when training starts, it says rm owns the folder
+<output_dir>/config.yaml              the resolved run config (one-time commands left out, local paths absolute)
 <output_dir>/eval.json                the final held-out eval
 <output_dir>/train_log.jsonl          one row per log step, appended as the run goes
 <output_dir>/data_report.json         what loading the data skipped, repaired and mixed (counts)
@@ -15,14 +16,25 @@
 
 Every module that reads or writes one of these goes through `RunDir`, so that a file cannot be renamed in
 one place and looked for under its old name in another.
+
+A folder is a run's only once training has started in it (the manifest and config.yaml are written then,
+after the data and the model loaded): a run that fails before leaves no file behind, and a folder whose
+rm-named files rm did not write is never written over (rm/training/output_dir.py).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rm.config.loader import save_config
+from rm.config.schema import RunConfig
+
+MANIFEST = "rm_run.json"
+"""Says that rm owns the folder's run files; written when training starts."""
 CONFIG = "config.yaml"
 """The resolved run config, in a run directory and in each of its checkpoints."""
 EVAL = "eval.json"
@@ -53,6 +65,10 @@ class RunDir:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))  # cfg.output_dir is a str
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST
 
     @property
     def config(self) -> Path:
@@ -114,13 +130,62 @@ class RunDir:
     @property
     def run_files(self) -> tuple[Path, ...]:
         """What says the folder already holds a run (any one of them)."""
-        return (self.config, self.eval_json, self.train_log, self.export, self.checkpoints)
+        return (self.config, self.eval_json, self.train_log, self.export, self.checkpoints, self.manifest)
+
+    def owned(self) -> bool:
+        """Whether rm's run files here are rm's: the manifest, or (a run of an rm that wrote none) config.yaml
+        with a log, an eval.json or checkpoints beside it."""
+        if self.manifest.is_file():
+            return True
+        return self.config.is_file() and any(p.exists() for p in (self.eval_json, self.train_log, self.checkpoints))
+
+    def finished_step(self) -> int | None:
+        """The steps of a finished run (one whose final eval.json is written), else None."""
+        if not self.eval_json.is_file():
+            return None
+        try:
+            return int(json.loads(self.eval_json.read_text())["train"]["steps"])
+        except (ValueError, TypeError, KeyError):
+            return 0  # finished, though its eval.json does not say after how many steps
 
     @property
     def written(self) -> tuple[Path, ...]:
         """Everything a run writes into the folder: what train.overwrite deletes."""
         more = (self.tensorboard, self.data, self.tokenizer, self.data_report, self.skipped, self.export_partial)
         return self.run_files + more
+
+
+def absolute_paths(cfg: RunConfig) -> RunConfig:
+    """`cfg` with output_dir and every local path in it (data.source, data.cache_dir, a tokenizer or model
+    folder) made absolute from the current directory, so that its saved config.yaml resumes and exports from
+    any directory. Names that are not local paths (synthetic, a Hub name) are left as they are."""
+
+    def local(name: str) -> str:
+        return os.path.abspath(os.path.expanduser(name)) if name and Path(name).expanduser().exists() else name
+
+    d, m, t = cfg.data, cfg.model, cfg.tokenizer
+    cache_dir = os.path.abspath(os.path.expanduser(d.cache_dir)) if d.cache_dir else ""
+    data = replace(d, source=local(d.source) if d.source != "synthetic" else d.source, cache_dir=cache_dir)
+    return replace(
+        cfg,
+        output_dir=os.path.abspath(os.path.expanduser(cfg.output_dir)),
+        data=data,
+        model=replace(m, name_or_path=local(m.name_or_path)),
+        tokenizer=replace(t, name_or_path=local(t.name_or_path)),
+    )
+
+
+def saved_config(cfg: RunConfig) -> RunConfig:
+    """The config a run keeps (its config.yaml, each checkpoint's, an export's rm_config.yaml): its paths
+    absolute, and without `train.resume` and `train.overwrite`, which are commands to one invocation and not
+    properties of the run (a saved `overwrite: true` made `train.resume=auto` on it retrain from step 0)."""
+    cfg = absolute_paths(cfg)
+    return replace(cfg, train=replace(cfg.train, resume="", overwrite=False))
+
+
+def write_config(cfg: RunConfig, path: str | Path) -> None:
+    """Write `saved_config(cfg)` as YAML to `path`."""
+    save_config(saved_config(cfg), path)
 
 
 def checkpoint_step(path: Path) -> int | None:

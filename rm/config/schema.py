@@ -233,7 +233,7 @@ class TrainConfig:
     report_to: list[str] | str = field(default_factory=lambda: ["tensorboard"])
     """Accelerate trackers to log to (tensorboard, wandb…; one name alone, report_to=wandb, works too); [] for none."""
     num_threads: int = 0
-    """torch CPU threads (0: torch's default)."""
+    """torch CPU threads (0: the cores this process may use divided by the run's processes on the node)."""
 
 
 @dataclass

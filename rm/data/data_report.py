@@ -24,6 +24,8 @@ from rm.config.rundir import RunDir
 from rm.errors import DataError, RecordError
 
 MODES = ("error", "skip")
+UNREADABLE = ("unknown_format",)
+"""Reasons that say the source's shape is not understood (not that one record is broken): no skip hint."""
 SKIP_HINT = "(set data.on_bad_record=skip, or --on-bad-record skip, to leave such records out and count them)"
 
 
@@ -59,8 +61,8 @@ class DataReport:
 
     def reject(self, origin: str, error: RecordError) -> None:
         """A record cannot be used: stop (error mode) or leave it out and keep the reason (skip mode)."""
-        if self.on_bad_record == "error":
-            raise DataError(f"{origin}: {error.message} {SKIP_HINT}")
+        if self.on_bad_record == "error":  # a record no format fits: skipping would skip them all
+            raise DataError(f"{origin}: {error.message}" + ("" if error.reason in UNREADABLE else f" {SKIP_HINT}"))
         self.skipped.append(BadRecord(origin, error.reason, error.field, error.message))
 
     def repair(self, origin: str, reason: str, message: str, field: str | None = None) -> None:

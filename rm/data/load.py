@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from rm.config import DataConfig
+from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
-from rm.data.formats.parse import apply_columns, detect_format, parse_record
+from rm.data.formats.parse import COLUMNS_HINT, PAIR_FIELDS, apply_columns, detect_format, is_message_list, parse_record
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.errors import DataError, NotPreferenceData, RecordError
 
@@ -53,17 +54,36 @@ def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) ->
             fmt = cfg.format if cfg.format != "auto" else detect_format(record)
             if fmt is None and isinstance(record, dict) and "chosen" not in record:
                 fields = ", ".join(sorted(map(str, record)))
-                message = f"cannot tell the record format from its fields ({fields}); set data.format or data.columns"
+                message = f"cannot tell the record format from its fields ({fields}); {COLUMNS_HINT}"
                 raise RecordError("unknown_format", message)
             if fmt == "red-team":
                 _refuse_red_team(origin)
             fmt = fmt or "hh"  # a broken record with a "chosen" field: let the HH parser name what is wrong
-            new = parse_record(fmt, record, origin, ctx)
+            try:
+                new = parse_record(fmt, record, origin, ctx)
+            except RecordError as e:
+                raise unmapped(record, e) if cfg.format == "auto" and not cfg.columns else e from None
             ctx.report.count("formats", fmt, len(new))
             pairs += new
         except RecordError as e:
             ctx.report.reject(origin, e)
     return pairs
+
+
+def unmapped(record: Any, error: RecordError) -> RecordError:
+    """A record that failed in the format its fields suggest, but holds a message list under a name rm does
+    not read ({"messages": [...], "chosen": str}): every record of such a source would fail alike, so the
+    way out is data.columns, not skipping them. Any other failure is returned as it is."""
+    items = record.items() if isinstance(record, dict) else []
+    lists = [k for k, v in items if k not in PAIR_FIELDS and is_message_list(v)]
+    if not lists:
+        return error
+    return RecordError(
+        "unknown_format",
+        f"{error.message}; the messages in field {lists[0]!r} are not read under that name: "
+        f"map them with data.columns={{prompt: {lists[0]}}} (--columns prompt={lists[0]})",
+        lists[0],
+    )
 
 
 def _split_file(folder: Path, split: str) -> Path | None:
@@ -130,14 +150,16 @@ def load_pairs(
         files, chosen = _files(path, split, subsets)
         for subset, file in files:
             pairs += _parse(read_file(file, report), subset, cfg, ctx)
-    elif source.count("/") == 1 and not source.startswith((".", "/", "~")):
+    elif source.count("/") == 1 and not source.startswith((".", "/", "~")) and not source.endswith(tuple(SUFFIXES)):
         # Anthropic/hh-rlhf (and copies of it) keep each subset in its own folder: ask for each one.
         chosen = source.endswith("/hh-rlhf")
         for data_dir in (subsets or list(HH_SUBSETS)) if chosen else [""]:
             records = read_hub(source, split, data_dir)
             pairs += _parse(records, data_dir or source.rsplit("/", 1)[-1], cfg, ctx)
     else:
-        raise DataError(f"data source not found: {source} (neither a local path nor a Hub dataset name)")
+        raise DataError(
+            f"data source not found: {source}: neither a local path nor a Hub dataset name{relative_note(source)}"
+        )
     if subsets and not chosen:
         kept = [p for p in pairs if p.subset in subsets]
         missing = sorted(set(subsets) - {p.subset for p in kept})

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rm.data.data_report import DataReport
+from rm.data.hub_reach import hub_advice, unreachable
 from rm.errors import DataError, RecordError
 
 SUFFIXES = {
@@ -113,13 +114,17 @@ def _json(path: Path, report: DataReport) -> Records:
                 try:
                     record = json.loads(text)
                 except json.JSONDecodeError as e:
-                    report.reject(
-                        origin, RecordError("malformed_json", f"malformed JSON ({e.msg} at column {e.colno})")
-                    )
+                    report.reject(origin, RecordError("malformed_json", f"malformed JSON {json_problem(e)}"))
                     continue
                 yield origin, record
     except (OSError, EOFError, zlib.error) as e:
         _unreadable(report, path, str(lineno + 1), e)
+
+
+def json_problem(e: json.JSONDecodeError) -> str:
+    """ "at column 44 (Expecting ',' delimiter)": the column the decoder stopped at, counted from 1 in
+    characters of its line, and its words without their dangling "at" ("Invalid control character at")."""
+    return f"at column {e.colno} ({e.msg.removesuffix(' at')})"
 
 
 def _json_array(path: Path, report: DataReport) -> Records:
@@ -147,7 +152,7 @@ def _json_array(path: Path, report: DataReport) -> Records:
         try:
             record, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            message = f"malformed JSON ({e.msg}); the rest of the array cannot be read"
+            message = f"malformed JSON {json_problem(e)}; the rest of the array cannot be read"
             report.reject(f"{path}:{e.lineno}", RecordError("malformed_json", message))
             return
         yield f"{path}:{line}", record
@@ -196,6 +201,11 @@ def read_hub(name: str, split: str, data_dir: str) -> Records:
         ds = datasets.load_dataset(name, data_dir=data_dir or None, split=split)
     except Exception as e:  # noqa: BLE001 - any failure of the Hub or cache becomes one clear message
         where = f"{name} (data_dir={data_dir})" if data_dir else name
-        raise DataError(f"{where}: cannot load split {split!r} ({type(e).__name__}: {e})") from None
+        why = hub_advice(name, "data (a file or folder)") if unreachable() else f"{type(e).__name__}: {e}"
+        raise DataError(f"{where}: cannot load split {split!r} ({first_line(why)})") from None
     for i, record in enumerate(ds):
         yield f"{name}[{data_dir or split}] row {i}", record
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text

@@ -15,12 +15,14 @@ gathered exactly once. The main process then computes `rm.evaluation.metrics` pe
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 
@@ -38,11 +40,14 @@ from rm.evaluation import metrics, plots
 from rm.evaluation.gather import gather_rewards, shut_down
 from rm.evaluation.markdown import render_markdown
 from rm.evaluation.summary import by_subset
+from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 from rm.tokens.encode import encode_kept
 from rm.tokens.store import EncodedSplit
+
+log = logging.getLogger("rm")
 
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
 
@@ -63,6 +68,8 @@ class EvalOptions:
     """Weights' dtype when loading: float32, bfloat16 or float16."""
     trust_remote_code: bool = False
     """Run code shipped with the model's repository."""
+    num_threads: int = 0
+    """torch CPU threads; 0: the cores this process may use, shared by the processes on the node."""
 
 
 def describe_data(data: DataConfig, report: DataReport) -> str:
@@ -80,6 +87,46 @@ def describe_data(data: DataConfig, report: DataReport) -> str:
     if report.notes.get("capped", {}).get("eval_left_out"):
         how += f", a seeded sample of {data.max_eval_pairs} pairs"
     return how
+
+
+def _same_place(a: str, b: str) -> bool:
+    """Two sources name the same data: equal names, or local paths to one file or folder."""
+    if a == b:
+        return True
+    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
+
+
+def training_overlap(model: str, data: DataConfig) -> str:
+    """Why the pairs `data` picks are (partly) the model's own training pairs, from the export's rm_config.yaml;
+    "" when they are not, or when nothing says. `rm eval` of a run's export on its own training file gave no
+    word although 216 of its 240 pairs were training pairs: the accuracy of pairs it learnt is no estimate."""
+    saved = Path(model) / "rm_config.yaml"
+    if not saved.is_file():
+        return ""
+    run = yaml.safe_load(saved.read_text()) or {}
+    trained = run.get("data", {})
+    source = str(trained.get("source", ""))
+    if source == "synthetic":  # the run wrote its generated data into <output_dir>/data
+        source = str(Path(str(run.get("output_dir", ""))) / "data")
+    split = data.train_split if not data.eval_split else data.eval_split
+    is_file = Path(data.source).expanduser().is_file()
+    inside = (
+        is_file and Path(source).expanduser().is_dir() and _same_place(str(Path(data.source).parent.parent), source)
+    )
+    same_split = is_file and not inside or split == trained.get("train_split", "train")
+    if not (_same_place(data.source, source) or inside) or not same_split:
+        return ""
+    own_holdout = not data.eval_split and not trained.get("eval_split")
+    same_draw = data.eval_fraction == trained.get("eval_fraction") and data.split_seed == trained.get("split_seed", 0)
+    if own_holdout and same_draw:
+        return ""  # exactly the run's held-out pairs
+    return (
+        f"{data.source}" + ("" if is_file else f" (split {split})") + f" is the data {model} was trained on (its "
+        f"rm_config.yaml: data.source={trained.get('source')}, data.train_split={trained.get('train_split')}): "
+        "pairs it trained on score higher than new ones; evaluate its held-out pairs (--holdout "
+        f"{trained.get('eval_fraction')} --split-seed {trained.get('split_seed', 0)}) or its eval split instead"
+    )
 
 
 def build_result(pairs: list[Pair], chosen: np.ndarray, rejected: np.ndarray, samples: int, seed: int) -> dict:
@@ -133,11 +180,17 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     started = time.perf_counter()
     accelerator = Accelerator()
     # The model first: its tokenizer's chat template renders message-list data, as in training.
-    reward_model, tokenizer = load_reward_model(model, options.dtype, options.trust_remote_code)
+    reward_model, tokenizer = load_reward_model(
+        model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
+    )
     report = DataReport(data.on_bad_record)
+    overlap = training_overlap(model, data)
+    if overlap and accelerator.is_main_process:
+        log.warning("warning: %s", overlap)
     pairs = eval_pairs(data, tokenizer, report)
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
+    check_positions(max_length, reward_model.hf.config, "--max-length", model)
 
     # Training's encoder, with the position of every pair it keeps (it drops a pair whose responses alone
     # exceed max_length); each dropped one is listed in eval.json. A kept pair's index is its position among
@@ -158,6 +211,7 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     result["eval"] = {
         "model": model,
         "data": describe_data(data, report),
+        "training_data": overlap or None,
         "pairs_loaded": len(pairs),
         "records_skipped": report.skipped_counts(),
         "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],

@@ -46,7 +46,7 @@ def render_markdown(result: dict) -> str:
         f"- model: `{e['model']}`",
         f"- data: {e['data']}",
         f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {e['pairs_dropped_too_long']} dropped because "
-        f"their responses alone exceed max_length={e['max_length']} tokens (listed in eval.json); "
+        f"they cannot fit max_length={e['max_length']} tokens with a token of their prompt (listed in eval.json); "
         f"{e['prompts_truncated']} prompts lost leading turns to fit",
         f"- bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
         f"{e['records_skipped'] or ''} (listed in eval.json)",

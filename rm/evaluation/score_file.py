@@ -28,7 +28,7 @@ from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer, messages_from
 from rm.data.formats.hh import ASSISTANT, split_pair
 from rm.data.sources import count_records, read_file
-from rm.errors import RecordError
+from rm.errors import ConfigError, RecordError
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 from rm.tokens.tokenizer import special_prefix
@@ -82,6 +82,16 @@ def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | Non
             raise RecordError("not_a_string", f"field {name!r} must be a string, got {got}", name)
         return value
 
+    texts = _texts(record, field, text, renderer)
+    for t in texts:  # training refuses a pair whose answer is blank (rm/data/formats/pair.py): so does scoring
+        if t.prompt and not t.response.strip():
+            where = {"reward": field or "response", "chosen_reward": "chosen", "rejected_reward": "rejected"}[t.key]
+            raise RecordError("empty_response", f"field {where!r} has an empty response after the prompt", where)
+    return texts
+
+
+def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Renderer | None) -> list[ScoreText]:
+    """`texts_of`'s choice of fields, in its order."""
     if field:
         return [ScoreText("reward", *split_last_turn(text(field)))]
     for name in ("transcript", "text"):
@@ -131,7 +141,8 @@ def encode_texts(
     """
 
     def ids(parts: list[str]) -> list[list[int]]:
-        return tokenizer(parts, add_special_tokens=False)["input_ids"] if parts else []
+        # verbose=False: no warning about a text past model_max_length, which the rule below fits
+        return tokenizer(parts, add_special_tokens=False, verbose=False)["input_ids"] if parts else []
 
     groups: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
     for i, t in enumerate(texts):
@@ -205,6 +216,7 @@ def score_file(
     layout: Layout | None = None,
     progress: bool = True,
     on_bad_record: str = "error",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Score every record of a file (JSON lines or array, CSV, Parquet) into a JSON-lines file, in order.
 
@@ -214,8 +226,10 @@ def score_file(
     tokens (`encode_texts`), `"truncated": true`. A bad
     record stops the job naming file and line, or with `on_bad_record="skip"` is left out and counted
     (`skipped` in the counts, by reason). The output is written as `<output>.partial` and renamed when
-    every record is done, so a file under the output's name is always complete.
+    every record is done, so a file under the output's name is always complete; a job that stops removes
+    its `.partial`. An output that is the input, or that exists (unless `overwrite`), is refused up front.
     """
+    check_output(Path(input_path), Path(output_path), overwrite)
     layout = layout or default_layout(model, tokenizer.pad_token_id)
     window = window or 16 * batch_size
     device = next(model.parameters()).device
@@ -231,36 +245,51 @@ def score_file(
     final = Path(output_path)
     partial = final.with_name(final.name + ".partial")
     opener = gzip.open if final.name.endswith(".gz") else open  # by the final name: .partial is appended
-    with opener(partial, "wt", encoding="utf-8", newline="") as out:
-        while True:
-            chunk = list(islice(records, window))  # the next `window` (origin, record)
-            if not chunk:
-                break
-            seqs, keys, kept = [], [], []
-            for origin, record in chunk:
-                try:
-                    parts = texts_of(record, origin, field, renderer)
-                    encoded = encode_texts(tokenizer, parts, max_length, prefix)
-                except RecordError as e:
-                    report.reject(origin, e)  # raises in error mode
-                    continue
-                kept.append(record)
-                keys.append([t.key for t in parts])
-                seqs += encoded
-            rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
-            for record, names in zip(kept, keys, strict=True):
-                scored = [next(rewards) for _ in names]
-                record.update({name: reward for name, (reward, _) in zip(names, scored, strict=True)})
-                if any(seq.truncated for _, seq in scored):
-                    record["truncated"] = True
-                    counts["records_truncated"] += 1
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            counts["records"] += len(kept)
-            counts["texts"] += len(seqs)
-            bar.update(len(chunk))
-    bar.close()
+    try:
+        with opener(partial, "wt", encoding="utf-8", newline="") as out:
+            while True:
+                skipped_before = len(report.skipped)
+                chunk = list(islice(records, window))  # the next `window` (origin, record)
+                bar.update(len(report.skipped) - skipped_before)  # records the reader left out (bad JSON…) count too
+                if not chunk:
+                    break
+                seqs, keys, kept = [], [], []
+                for origin, record in chunk:
+                    try:
+                        parts = texts_of(record, origin, field, renderer)
+                        encoded = encode_texts(tokenizer, parts, max_length, prefix)
+                    except RecordError as e:
+                        report.reject(origin, e)  # raises in error mode
+                        continue
+                    kept.append(record)
+                    keys.append([t.key for t in parts])
+                    seqs += encoded
+                rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
+                for record, names in zip(kept, keys, strict=True):
+                    scored = [next(rewards) for _ in names]
+                    record.update({name: reward for name, (reward, _) in zip(names, scored, strict=True)})
+                    if any(seq.truncated for _, seq in scored):
+                        record["truncated"] = True
+                        counts["records_truncated"] += 1
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                counts["records"] += len(kept)
+                counts["texts"] += len(seqs)
+                bar.update(len(chunk))
+    except BaseException:  # a bad record, Ctrl-C, out of memory: no half-written file is left behind
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        bar.close()
     partial.replace(final)
     if report.skipped:
         counts["skipped"] = report.skipped_counts()
         counts["skipped_origins"] = [b.origin for b in report.skipped]
     return counts
+
+
+def check_output(input_path: Path, output_path: Path, overwrite: bool) -> None:
+    """Refuse to write over the input (it would be replaced by its scores) or, without `overwrite`, over a file."""
+    if output_path.exists() and input_path.exists() and output_path.resolve() == input_path.resolve():
+        raise ConfigError(f"--out {output_path} is the input file: scoring would replace it; choose another --out")
+    if output_path.exists() and not overwrite:
+        raise ConfigError(f"{output_path} exists; pass --overwrite to replace it, or choose another --out")

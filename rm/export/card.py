@@ -3,7 +3,7 @@
 The card only states what the export can back up: the eval table comes from an eval.json that
 describes these very weights (the run's, for its final weights, or one computed at export time), and
 an intermediate checkpoint without one says so instead of borrowing the final numbers. The usage
-snippet is executed by a test (tests/export/test_card.py), so it cannot rot.
+snippet and its example are rm/export/usage.py's.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import yaml
 from huggingface_hub import ModelCardData
 
 from rm.config import RunConfig, to_dict
-
-EXAMPLE_PROMPT = "\\n\\nHuman: What is 2 plus 3?\\n\\nAssistant:"  # written into Python source: escaped
-EXAMPLE_RESPONSES = ('" 2 plus 3 is 5."', '" 2 plus 3 is 7."')
+from rm.export.usage import Example, usage_snippet
 
 
 @dataclass
@@ -44,6 +42,8 @@ class CardFacts:
     """What the usage snippet loads: "." (the folder itself) or the Hub repo id."""
     remote_code: str = ""
     """Why loading needs trust_remote_code=True (rm/export/modeling.py); '' for transformers' own classes."""
+    example: Example | None = None
+    """A held-out pair these weights rank right (`held_out_example`); None: the snippet shows an illustration."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -120,43 +120,6 @@ def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
             f"{m['mean_chosen_reward']:.4f} | {m['mean_rejected_reward']:.4f} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def usage_snippet(facts: CardFacts) -> str:
-    where = "this folder (run from inside it)" if facts.model_id == "." else "the Hub repository"
-    trust = ", trust_remote_code=True" if facts.remote_code else ""  # see the note under the snippet
-    lines = [
-        "import torch",
-        "from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline",
-        "",
-        f'model_id = "{facts.model_id}"  # {where}',
-        "tokenizer = AutoTokenizer.from_pretrained(model_id)",
-        f"model = AutoModelForSequenceClassification.from_pretrained(model_id{trust}).eval()",
-        "",
-        f'prompt = "{EXAMPLE_PROMPT}"',
-        f"responses = [{', '.join(EXAMPLE_RESPONSES)}]",
-        "# add_special_tokens=True or False: the same ids (the tokenizer adds no BOS/EOS; see 'Tokenization')",
-        'batch = tokenizer([prompt + r for r in responses], return_tensors="pt", padding=True)',
-        "with torch.no_grad():",
-        "    rewards = model(**batch).logits[:, 0]  # one scalar per text, higher is better",
-    ]
-    if facts.normalization:
-        lines += [
-            "# see 'Reward normalisation' below (also in model.config.reward_normalization)",
-            "rewards = (rewards - model.config.mean) / model.config.std",
-        ]
-    lines += [
-        "print(rewards.tolist())",
-        "",
-        "# The same raw reward through a pipeline (problem_type is regression: no sigmoid):",
-        f'pipe = pipeline("text-classification", model=model_id{trust})',
-        "print(pipe(prompt + responses[0]))  # [{'label': 'reward', 'score': ...}]",
-        "",
-        "# Conversations: the chat template writes the text the model was trained on",
-        'messages = [{"role": "user", "content": "What is 2 plus 3?"}, {"role": "assistant", "content": "5."}]',
-        "print(pipe(tokenizer.apply_chat_template(messages, tokenize=False)))",
-    ]
-    return "\n".join(lines)
 
 
 def normalization_section(facts: CardFacts) -> str:
@@ -236,14 +199,31 @@ TRUNCATION_RULE = (
 """What the card says about texts longer than `max_length`: the export's tokenizer can only cut tokens."""
 
 
+TEXT_OF = {
+    "hh": (
+        "The tokenizer's chat template renders messages (roles `system`, `user`, `assistant`) as exactly the HH "
+        "text rm trained on, and with `add_generation_prompt=True` ends with `\\n\\nAssistant:`."
+    ),
+    "tokenizer": "The tokenizer carries the chat template the run's tokenizer had, which rendered the training data.",
+    "concat": (
+        "The training records were `prompt`/`chosen`/`rejected` strings, and rm trained on `prompt + response` "
+        "exactly as they are written: no separator, no turn tags. The tokenizer's chat template does the same, "
+        "concatenating the messages' contents (`user` the prompt, `assistant` the response), so it writes the "
+        "trained text only when the contents carry whatever separator the data had."
+    ),
+    "mixed": (
+        "The training data mixed record formats that write text differently (HH text, `prompt + response` as "
+        "written, rendered message lists), so no one chat template writes what the model saw and this tokenizer "
+        "has none. Build each text as training did: an HH record's conversation as it is, a `prompt` record's "
+        "`prompt + response` with nothing between, a message list as `rm_config.yaml`'s `data.chat_template` "
+        "rendered it."
+    ),
+}
+"""What the card says about the chat template, by `CardFacts.chat_template`."""
+
+
 def tokenization_section(facts: CardFacts) -> str:
-    if facts.chat_template == "hh":
-        template = (
-            "The tokenizer's chat template renders messages (roles `system`, `user`, `assistant`) as exactly that "
-            "HH text, and with `add_generation_prompt=True` ends with `\\n\\nAssistant:`."
-        )
-    else:
-        template = "The tokenizer carries the chat template the run's tokenizer had, which rendered the training data."
+    template = TEXT_OF[facts.chat_template]
     limit = f"`model_max_length` is {facts.max_length}, the length trained on, " if facts.max_length else ""
     return (
         "## Tokenization\n\n"
@@ -260,11 +240,16 @@ def tokenization_section(facts: CardFacts) -> str:
 
 def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     """The README.md text: YAML front matter for the Hub, then the sections above."""
+    written = {
+        "hh": "HH-RLHF's `\\n\\nHuman: ...\\n\\nAssistant: ...` turns",
+        "tokenizer": "the tokenizer's chat template",
+        "concat": "`prompt + response` as the records write them, with nothing between",
+        "mixed": "several record formats, each written its own way",
+    }[facts.chat_template]
     intro = (
         f"A reward model: `AutoModelForSequenceClassification` with one output, the scalar reward of a "
         f"text, read at its last token. This folder holds {_weights_line(facts)}. It was trained on prompt + response "
-        "text exactly as the training data writes it (HH-RLHF's `\\n\\nHuman: ...\\n\\nAssistant: ...` turns "
-        "for HH-style data), so score text in that format."
+        f"text as the training data writes it ({written}; see 'Tokenization'), so score text written the same way."
     )
     return (
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"

@@ -11,7 +11,9 @@ tokenizer hold, not listed per architecture:
   `model_input_names` without `token_type_ids` (decoders' forward rejects them), the chat template
   also inline (readers that predate chat_template.jinja), no `is_local`/`local_files_only` (facts about
   where the run loaded it from, not about the tokenizer).
-- the tokenizer: HH chat template when rm rendered the data as HH text, `model_max_length` = the
+- the tokenizer: the chat template that writes exactly the text training saw (`template_kind`): HH text's,
+  the run's tokenizer's own, one that concatenates (the `prompt` format joins prompt and response as they
+  are), or none when the formats were mixed and no one template writes them all; `model_max_length` = the
   trained `collator.max_length`, truncation from the left (as `rm score` cuts: the response, where the
   reward is read, stays).
 """
@@ -26,23 +28,44 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from rm.config import RunConfig
-from rm.tokens.tokenizer import HH_CHAT_TEMPLATE
+from rm.config.rundir import RunDir
+from rm.tokens.tokenizer import CONCAT_CHAT_TEMPLATE, HH_CHAT_TEMPLATE
 
 # Keys that say where a tokenizer was loaded from on the machine that exported it.
 _LOCAL_KEYS = ("is_local", "local_files_only", "name_or_path", "_name_or_path")
 
 
+TEMPLATES = {"hh": HH_CHAT_TEMPLATE, "concat": CONCAT_CHAT_TEMPLATE, "mixed": None}
+"""The chat template an export carries for each kind of training text ("tokenizer": the run's tokenizer's own)."""
+
+
+def run_formats(cfg: RunConfig) -> set[str]:
+    """The record formats the run trained on: `data.format`, or in auto mode those its data_report.json counted
+    (empty when neither says)."""
+    if cfg.data.format != "auto":
+        return {cfg.data.format}
+    try:
+        return set(json.loads(RunDir(Path(cfg.output_dir)).data_report.read_text()).get("formats", {}))
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
 def template_kind(tokenizer: PreTrainedTokenizerBase, cfg: RunConfig) -> str:
-    """ "tokenizer" when rm rendered message lists with the tokenizer's own template, else "hh"."""
-    own = bool(getattr(tokenizer, "chat_template", None))
-    return "tokenizer" if own and cfg.data.chat_template != "hh" else "hh"
+    """How training wrote its text: "hh" (HH text: the `hh` format, and message lists rendered as HH), "tokenizer"
+    (message lists through the tokenizer's own template), "concat" (the `prompt` format: prompt + response as
+    written), or "mixed" (several of these: no one template writes them all)."""
+    own = bool(getattr(tokenizer, "chat_template", None)) and cfg.data.chat_template != "hh"
+    messages = "tokenizer" if own else "hh"  # conversation and argilla records: rendered by rm's Renderer
+    kinds = {{"hh": "hh", "prompt": "concat"}.get(f, messages) for f in run_formats(cfg)} or {messages}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def export_tokenizer(tokenizer: PreTrainedTokenizerBase, cfg: RunConfig) -> PreTrainedTokenizerBase:
     """A copy of the run's tokenizer as the export saves it (the caller's object is left as it was)."""
     tok = copy.deepcopy(tokenizer)
-    if template_kind(tokenizer, cfg) == "hh":
-        tok.chat_template = HH_CHAT_TEMPLATE
+    kind = template_kind(tokenizer, cfg)
+    if kind in TEMPLATES:
+        tok.chat_template = TEMPLATES[kind]
     tok.model_max_length = cfg.collator.max_length
     tok.truncation_side = "left"
     tok.padding_side = "right"
@@ -85,6 +108,9 @@ def fix_tokenizer_config(folder: Path, tokenizer: PreTrainedTokenizerBase) -> No
         template = getattr(tokenizer, "chat_template", None)
         if isinstance(template, str):
             c["chat_template"] = template
+        else:  # mixed formats: no template, rather than one that writes text training never saw
+            c.pop("chat_template", None)
+            (folder / "chat_template.jinja").unlink(missing_ok=True)
 
     _update_json(folder / "tokenizer_config.json", change)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rm.config import RunConfig, save_config
-from rm.config.rundir import EVAL, partial_folder
+from rm.config import RunConfig
+from rm.config.rundir import EVAL, partial_folder, write_config
 from rm.errors import ExportError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
@@ -35,6 +35,7 @@ from rm.export.compat import export_tokenizer, finish_folder, template_kind
 from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
+from rm.export.usage import held_out_example
 from rm.model.reward import score_head
 from rm.tokens.prepare import prepare_data
 from rm.tokens.store import EncodedGroup
@@ -199,6 +200,7 @@ def export_model(
         max_length=cfg.collator.max_length,
         model_id=model_id,
         remote_code=remote_code_reason(hf),
+        example=held_out_example(hf, tokenizer, data.eval if data else []),  # one the weights rank right
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +211,7 @@ def export_model(
     write_modeling_file(hf, tmp)
     saved_tokenizer = export_tokenizer(tokenizer, cfg)
     saved_tokenizer.save_pretrained(tmp)
-    save_config(cfg, tmp / "rm_config.yaml")
+    write_config(cfg, tmp / "rm_config.yaml")  # as the run keeps it: absolute paths, no one-time commands
     if eval_result is not None:
         write_eval(tmp / EVAL, eval_result)
     (tmp / "README.md").write_text(render_card(cfg, facts))
@@ -234,13 +236,16 @@ def export_run(
 ) -> Path:
     """Export a run directory's final weights, or one of its checkpoints, to `out_dir`.
 
-    `normalize=None` follows the run's `export.normalize`.
+    `normalize=None` follows the run's `export.normalize`. A run that has not finished (no final eval.json:
+    stopped by SIGTERM or Ctrl-C, or still running) is exported from its newest checkpoint with a warning
+    naming the step and the total (`Source.require_finished` refuses that: `rm export --require-finished`).
     """
     check_out_dir(Path(out_dir), overwrite)  # before minutes of loading, not after
     source = resolve_source(path)
     cfg = source.cfg
     normalize = cfg.export.normalize if normalize is None else normalize
-    log.info("export: %s (step %s of %s) -> %s", source.weights, source.step, source.final_step, out_dir)
+    say = log.info if source.final_step is not None else log.warning  # an unfinished run: not silently
+    say("export: %s (%s) -> %s", source.weights, source.describe(), out_dir)
     tokenizer = run_tokenizer(cfg, source.run_dir)
     model = load_model(source, tokenizer)
     data = RunData.load(cfg, source.run_dir, tokenizer) if normalize or evaluate else None

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
-from rm.config.rundir import CHECKPOINTS, CONFIG, WEIGHTS, RunDir, checkpoint_step
+from rm.config.rundir import CHECKPOINTS, CONFIG, STATE, WEIGHTS, RunDir, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
 from rm.tokens.tokenizer import load_tokenizer, training_tokenizer
@@ -53,10 +53,34 @@ class Source:
     """The run's eval.json, which describes the final weights only."""
     adapter_dir: Path | None = None
     """Folder holding peft's adapter_config.json when the weights are a LoRA checkpoint."""
+    total_steps: int | None = None
+    """The steps the run was to take, from its checkpoint's trainer_state.json (None where not recorded)."""
 
     @property
     def is_final(self) -> bool:
         return self.step is not None and self.step == self.final_step
+
+    def describe(self) -> str:
+        """Which weights these are, in the run's terms: "step 34 of 150: the run has not finished"."""
+        if self.is_final:
+            return f"step {self.step}, the finished run's final weights"
+        total = self.final_step or self.total_steps
+        of = f"step {self.step} of {total}" if total else f"step {self.step}, the run's total not recorded"
+        return of if self.final_step is not None else f"{of}: the run has not finished"
+
+    def require_finished(self) -> None:
+        """Refuse anything but a finished run's final weights (`rm export --require-finished`)."""
+        if self.final_step is None:
+            total = f" of {self.total_steps}" if self.total_steps else ""
+            raise ExportError(
+                f"{self.run_dir} has not finished (its newest weights are step {self.step}{total}): finish it with "
+                f"python -m rm train {RunDir(self.run_dir).config} train.resume=auto"
+            )
+        if not self.is_final:
+            raise ExportError(
+                f"{self.weights} holds the weights of step {self.step}, not the final ones of the run (step "
+                f"{self.final_step}): export the run directory {self.run_dir}"
+            )
 
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
@@ -100,7 +124,15 @@ def resolve_source(path: str | Path) -> Source:
     adapter = None
     if weights.parent.parent.name == CHECKPOINTS:  # the end-of-run export is already merged
         adapter = next((d for d in (weights.parent, run_dir.root) if (d / ADAPTER_CONFIG).is_file()), None)
-    return Source(run_dir.root, cfg, weights, step, final_step, run_eval, adapter)
+    return Source(run_dir.root, cfg, weights, step, final_step, run_eval, adapter, recorded_total(weights.parent))
+
+
+def recorded_total(folder: Path) -> int | None:
+    """The run's total steps as its checkpoint `folder` recorded them (trainer_state.json's max_steps)."""
+    try:
+        return json.loads((folder / STATE).read_text()).get("max_steps") or None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def run_tokenizer(cfg: RunConfig, run_dir: Path) -> PreTrainedTokenizerBase:

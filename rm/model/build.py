@@ -8,8 +8,10 @@ rm/model/reward.py calls the backbone and the `score` head itself.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from rm.config import ModelConfig
 from rm.errors import ConfigError, ModelError
@@ -54,11 +56,36 @@ def attention(cls: type[PreTrainedModel], cfg: ModelConfig) -> str:
     return cfg.attn_implementation
 
 
-def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int | None) -> PreTrainedModel:
-    """Load `cfg.name_or_path`, or build a random model of `cfg.random_init`'s shape (seed first)."""
+def position_limit(config: PretrainedConfig) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence the model's positions cover, or None where it has no such limit
+    (Mamba: a config built with an extra `max_position_embeddings` only carries it, its class declares none)."""
+    key = getattr(type(config), "attribute_map", {}).get("max_position_embeddings", "max_position_embeddings")
+    value = getattr(config, key, None)
+    if key not in inspect.signature(type(config).__init__).parameters or not isinstance(value, int) or value <= 0:
+        return None
+    return key, value
+
+
+def check_positions(max_length: int, config: PretrainedConfig, length_key: str, where: str) -> None:
+    """A `max_length` past the model's position limit is refused, naming both: positions past it were never
+    trained (learned embeddings index out of range; rope extrapolates), so such a run or score is not a reward."""
+    limit = position_limit(config)
+    if max_length and limit and max_length > limit[1]:
+        raise ConfigError(
+            f"{length_key}={max_length} is above the model's position limit, {limit[0]}={limit[1]} ({where}): "
+            f"use {length_key}<={limit[1]}"
+        )
+
+
+def build_model(
+    cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int | None, max_length: int = 0
+) -> PreTrainedModel:
+    """Load `cfg.name_or_path`, or build a random model of `cfg.random_init`'s shape (seed first); a
+    `max_length` (collator.max_length) above its position limit is a ConfigError before any weight is read."""
     common = {"num_labels": 1, "pad_token_id": pad_token_id}
     if cfg.name_or_path:
         config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+        check_positions(max_length, config, "collator.max_length", cfg.name_or_path)
         load = dict(dtype=DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation, **common)
         why = not_supported(config)
         if why and not cfg.trust_remote_code:
@@ -74,6 +101,7 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_token_
             model.resize_token_embeddings(vocab_size)
     else:
         config = random_config(cfg, vocab_size, pad_token_id, eos_token_id)
+        check_positions(max_length, config, "collator.max_length", "model.random_init.max_position_embeddings")
         cls = reward_class(config)
         model = cls._from_config(config, dtype=DTYPES[cfg.dtype], attn_implementation=attention(cls, cfg))
     if cfg.gradient_checkpointing:

@@ -10,7 +10,6 @@ training does; other architectures (BERT, DeBERTa…) pool the sequence themselv
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -18,11 +17,14 @@ import yaml
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
 
+from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
+from rm.data.hub_reach import hub_advice, hub_offline, unreachable
 from rm.errors import ModelError
 from rm.model.architecture import own_class
 from rm.model.build import DTYPES
 from rm.model.reward import RewardModel, score_head
+from rm.model.threads import set_threads
 from rm.tokens.tokenizer import load_tokenizer
 
 
@@ -39,14 +41,19 @@ class PooledLogits(nn.Module):
 
 
 def load_reward_model(
-    name_or_path: str, dtype: str = "float32", trust_remote_code: bool = False, device: str = "cpu"
+    name_or_path: str,
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    device: str = "cpu",
+    num_threads: int = 0,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) for any `AutoModelForSequenceClassification` with num_labels=1, in eval mode.
 
     Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
     training does; other architectures use their own pooling through `PooledLogits`. `device="auto"`
-    picks the GPU when there is one.
+    picks the GPU when there is one. torch gets `num_threads` CPU threads (0: `rm.model.threads`' default).
     """
+    set_threads(num_threads)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -85,10 +92,12 @@ def why_not_loaded(name: str, error: BaseException) -> str:
         if (run.export / "config.json").is_file():
             return f"{path} is an rm run directory, not a model: use its export, {run.export}"
         return f"{path} is an rm run directory, not a model: export it first (python -m rm export {path} --out DIR)"
-    if name.startswith(("/", ".", "~")) and not path.exists():
-        return f"the path {path} does not exist"
+    if (name.startswith(("/", ".", "~")) or name.count("/") > 1) and not path.exists():
+        return f"the path {path} does not exist{relative_note(path)}"
+    if unreachable():  # the Hub refused at once (rm/data/hub_reach.py): say what to do, not "couldn't connect"
+        return hub_advice(name, "model")
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "false", "no", ""):
+    if hub_offline():
         first += " (HF_HUB_OFFLINE is set: a Hub model must already be in the local cache)"
     return first
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from rm.config import apply_overrides, build, choice_problems, load_config, read_yaml
-from rm.config.loader import YamlLoader
+from rm.config.loader import YamlLoader, relative_note
 from rm.errors import ConfigError
 
 Value = bool | int | float | str
@@ -111,16 +111,33 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 def load_sweep(path: str | Path, overrides: list[str] = ()) -> SweepConfig:
-    """Read a sweep YAML, apply `key=value` overrides, check every key and type, and try every swept value."""
-    raw = apply_overrides(read_yaml(path), list(overrides))
-    space = raw.get("space")
-    if isinstance(space, dict):  # a bare list under a key is shorthand for {values: [...]}
-        raw["space"] = {k: {"values": v} if isinstance(v, list) else v for k, v in space.items()}
-    cfg = build(SweepConfig, raw, str(path))
+    """Read a sweep YAML, apply `key=value` overrides, check every key and type, and try every swept value.
+
+    `overrides=[...]` on the command line adds to the file's list of run overrides (later ones win) rather
+    than replacing it: the file's own (export.enabled=false in configs/sweeps/) are part of the sweep."""
+    raw = read_yaml(path)
+    for text in overrides:
+        one = _shorthand(apply_overrides({}, [text]))
+        if isinstance(one.get("overrides"), str):  # overrides=train.max_steps=150: a list of one
+            one["overrides"] = [one["overrides"]]
+        build(SweepConfig, one, f"override {text}")  # alone first: its mistake is blamed on it, not on the file
+        if "overrides" in one:  # added to the file's run overrides, not replacing them
+            raw["overrides"] = list(raw.get("overrides") or []) + one["overrides"]
+        else:
+            apply_overrides(raw, [text])
+    cfg = build(SweepConfig, _shorthand(raw), str(path))
     problems = _problems(cfg)
     if problems:
         raise ConfigError(f"{path}: invalid sweep:\n  " + "\n  ".join(problems))
     return cfg
+
+
+def _shorthand(raw: dict) -> dict:
+    """A bare list under a key of `space` is shorthand for {values: [...]}."""
+    space = raw.get("space")
+    if isinstance(space, dict):
+        raw["space"] = {k: {"values": v} if isinstance(v, list) else v for k, v in space.items()}
+    return raw
 
 
 def _problems(cfg: SweepConfig) -> list[str]:
@@ -129,7 +146,7 @@ def _problems(cfg: SweepConfig) -> list[str]:
     if not cfg.base:
         out.append("base: name the run config every trial starts from, e.g. base: configs/quickstart.yaml")
     if cfg.launcher and not Path(cfg.launcher).is_file():
-        out.append(f"launcher: no such accelerate config file: {cfg.launcher}")
+        out.append(f"launcher: no such accelerate config file: {cfg.launcher}{relative_note(cfg.launcher)}")
     if cfg.launch == "in-process" and (cfg.launcher or cfg.parallelism > 1):
         out.append("launch: in-process runs one 1-process trial at a time (no launcher, parallelism 1)")
     if cfg.parallelism < 1:

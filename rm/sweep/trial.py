@@ -26,9 +26,12 @@ import optuna
 from rm.config.rundir import RunDir
 from rm.errors import TrialCrashed
 from rm.sweep.config import SweepConfig, objective_value
+from rm.sweep.study import requeue
 
 ENV_STORAGE, ENV_STUDY, ENV_TRIAL = "RM_SWEEP_STORAGE", "RM_SWEEP_STUDY", "RM_SWEEP_TRIAL_ID"
 PRUNED_AT = "pruned_at_step"  # user attr: set by whichever process decided to prune
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""Signals after which a trial's run exits having saved a checkpoint: the trial is rerun, not counted crashed."""
 _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loaded before any fork
 
 
@@ -148,10 +151,27 @@ def run_child(trial: optuna.Trial, cfg: SweepConfig, cmd: list[str], storage_url
     pruned_at = trial.study._storage.get_trial_user_attrs(trial._trial_id).get(PRUNED_AT)
     if pruned_at is not None:  # the child reported, was judged weak and stopped
         raise optuna.TrialPruned(f"pruned at step {pruned_at}")
+    if code != 0 and stopped_early(code, log_path):  # SIGTERM or Ctrl-C to the child alone: not a crash
+        trial.set_user_attr("interrupted", True)
+        requeue(trial.study, trial.study._storage.get_trial(trial._trial_id))
+        raise TrialCrashed(f"interrupted (exit code {code}): its parameters are queued again")
     out = RunDir(cmd[-1].split("=", 1)[1])  # output_dir=… is always the last override
     if code != 0 or not out.eval_json.is_file():
         raise TrialCrashed(f"exit code {code}: {last_error(log_path)}")
     return json.loads(out.eval_json.read_text())
+
+
+def stopped_early(code: int, log_path: Path) -> bool:
+    """Whether a trial's child was stopped by SIGTERM or Ctrl-C (rm train exits 128 + the signal; a process
+    killed by one shows -N) rather than crashing. `accelerate launch` turns any failure of its child into
+    exit code 1, so the run's own line in the log ("stopped by SIGTERM after step N") says it then."""
+    if code in {128 + s for s in STOP_SIGNALS} | {-s for s in STOP_SIGNALS}:
+        return True
+    try:
+        text = log_path.read_text(errors="replace")
+    except FileNotFoundError:
+        return False
+    return re.search(r"^(error: )?stopped by SIG(TERM|INT)\b", text, re.MULTILINE) is not None
 
 
 def last_error(path: Path) -> str:

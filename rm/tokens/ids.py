@@ -59,7 +59,9 @@ def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[
     """
 
     def through_transformers(texts: list[str]) -> list[list[int]]:
-        return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        # verbose=False: no "Token indices sequence length is longer than the specified maximum" for a text
+        # past model_max_length (an export's is its max_length): rm fits every text afterwards (truncation.py)
+        return tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
 
     backend = getattr(tokenizer, "_tokenizer", None)
     cls = type(tokenizer)

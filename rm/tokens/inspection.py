@@ -12,7 +12,6 @@ the source's text, as a random-init run does (so lengths match such a run at the
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter
 from typing import Any
@@ -21,19 +20,10 @@ from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import load_pairs, subset_counts
 from rm.errors import NotPreferenceData
+from rm.tokens.encode import encode_pairs, percentiles
 
-QUANTILES = (50, 90, 95, 99, 100)
 MAX_BPE_TEXTS = 30_000
 """A BPE trained on at most this many texts (seeded sample): enough for lengths, fast on big sources."""
-
-
-def percentiles(values: list[int]) -> dict[str, int]:
-    """Nearest-rank percentiles: the smallest value with at least q% of the values at or below it."""
-    ordered = sorted(values)
-    if not ordered:
-        return {}
-    out = {f"p{q}": ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] for q in QUANTILES[:-1]}
-    return out | {"max": ordered[-1]}
 
 
 def _tokenizer(name: str, texts: list[str], vocab_size: int) -> tuple[Any, str]:
@@ -59,8 +49,6 @@ def inspect_source(
     cfg: DataConfig, split: str = "train", tokenizer_name: str = "", max_length: int = 512, vocab_size: int = 8192
 ) -> dict[str, Any]:
     """The statistics of one split of `cfg.source`, as a JSON-ready dict."""
-    from rm.tokens.encode import encode_pairs
-
     report = DataReport(cfg.on_bad_record)
     chat_tokenizer = None
     if tokenizer_name:
@@ -75,7 +63,7 @@ def inspect_source(
     tokenizer, tokenizer_desc = _tokenizer(tokenizer_name, texts, vocab_size)
 
     def lengths(items: list[str]) -> list[int]:
-        return [len(ids) for ids in tokenizer(items, add_special_tokens=False)["input_ids"]]
+        return [len(ids) for ids in tokenizer(items, add_special_tokens=False, verbose=False)["input_ids"]]
 
     prompt, chosen, rejected = (lengths([getattr(p, k) for p in pairs]) for k in ("prompt", "chosen", "rejected"))
     subsets = sorted(subset_counts(pairs))
@@ -114,7 +102,8 @@ def inspect_transcripts(cfg: DataConfig, tokenizer_name: str, vocab_size: int, r
     report = DataReport(cfg.on_bad_record)
     transcripts = load_transcripts(cfg.source, cfg.on_bad_record, report)
     tokenizer, tokenizer_desc = _tokenizer(tokenizer_name, [t.text for t in transcripts], vocab_size)
-    lengths = [len(ids) for ids in tokenizer([t.text for t in transcripts], add_special_tokens=False)["input_ids"]]
+    texts = [t.text for t in transcripts]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
     return {
         "source": cfg.source,
         "formats": {"red-team": len(transcripts)},

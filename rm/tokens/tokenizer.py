@@ -37,6 +37,11 @@ HH_CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '\\n\\nAssistant:' }}{%- endif -%}"
 )
 
+# The `prompt` format's text as a chat template: rm trains on `prompt + response` exactly as the record writes
+# them, no separator and no tags, so the template only concatenates the messages' contents (a user message the
+# prompt, an assistant message the response); a generation prompt adds nothing.
+CONCAT_CHAT_TEMPLATE = "{%- for message in messages -%}{{ message['content'] }}{%- endfor -%}"
+
 
 WORD_CACHE = 1 << 18
 """Words a loaded BPE model remembers the merges of. The library's default, 10,000, stops caching once full:

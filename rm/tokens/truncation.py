@@ -8,9 +8,10 @@ e.g. Llama's BOS). Every response of a group must fit beside the prompt, so the 
 2. It does not: it loses whole leading turns, oldest first (the final question stays), re-tokenized from
    the text that starts at each later user turn; the first shorter prompt that fits is kept.
 3. Even its last turn alone is too long: that turn keeps its newest tokens.
-4. A response cannot fit even with an empty prompt: training and eval drop the group (it is listed); `rm
-   score` (`keep_response_end=True`) keeps the response's last tokens, where the reward is read, and says
-   it was truncated.
+4. A response cannot fit even with an empty prompt, or leaves no token for a prompt that has some: training
+   and eval drop the group (it is listed), since a reward read without the prompt scores the answer alone
+   (`collator.max_length=1` trained on single response tokens); `rm score` (`keep_response_end=True`) keeps the
+   response's last tokens, where the reward is read, and says it was truncated.
 
 So one long multi-turn record gets the same reward from training's eval, `rm eval` and `rm score`. An
 exported tokenizer's `truncation_side: left` cuts tokens instead of turns: a client that tokenizes by
@@ -32,7 +33,7 @@ class Truncated:
     """What the rule made of one prompt and its responses."""
 
     prompt_ids: list[int] | None
-    """The prefix and the prompt ids that fit; None when the group is dropped (a response alone too long)."""
+    """The prefix and the prompt ids that fit; None when the group is dropped (no room for the prompt)."""
     response_ids: list[Ids]
     """The responses, whole; a response cut to its end only under `keep_response_end`."""
     prompt_truncated: bool = False
@@ -72,7 +73,7 @@ def prompt_room(response_ids: list[Ids], max_length: int, prefix: Ids) -> int:
 
 def needs_later_turns(prompt_ids: Ids, response_ids: list[Ids], max_length: int, prefix: Ids) -> bool:
     """Whether `truncate_group` will ask for the prompt's later turns (it does not fit, but could lose turns)."""
-    return 0 <= prompt_room(response_ids, max_length, prefix) < len(prompt_ids)
+    return 0 < prompt_room(response_ids, max_length, prefix) < len(prompt_ids)
 
 
 def truncate_group(
@@ -86,7 +87,7 @@ def truncate_group(
     """The rule above for one prompt and its responses; `shorter_prompts()` tokenizes `later_turns` of the
     prompt (called only when the prompt does not fit: most never need it)."""
     room = prompt_room(response_ids, max_length, prefix)
-    if room < 0:
+    if room < 0 or (room == 0 and len(prompt_ids) and not keep_response_end):  # no token of the prompt would stay
         if not keep_response_end or len(response_ids) != 1:
             return Truncated(None, response_ids)
         keep = max_length - len(prefix)

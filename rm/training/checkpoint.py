@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-from rm.config import RunConfig, load_config, save_config, to_dict
-from rm.config.rundir import CONFIG, PARTIAL, STATE, RunDir
+from rm.config import RunConfig, load_config, to_dict
+from rm.config.rundir import CONFIG, PARTIAL, STATE, RunDir, saved_config, write_config
 from rm.errors import ConfigError
 from rm.model.lora import is_lora, save_adapter_config
 
@@ -48,6 +48,9 @@ class TrainState:
     """Micro-batches of `epoch` that each process has consumed (the same number on every process)."""
     plan_slots: int = 0
     """Processes x grad_accum that the epoch's plan was dealt for (0: not recorded)."""
+    max_steps: int = 0
+    """The optimizer steps the run is to take, so that an export of an unfinished run can say "step N of M"
+    (0: not recorded, a checkpoint of an earlier rm)."""
     nonfinite_skipped: int = 0
     """Optimizer steps skipped for a non-finite loss."""
     nonfinite_streak: int = 0
@@ -94,7 +97,7 @@ def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: tor
     accelerator.wait_for_everyone()  # every process's files are in
     if accelerator.is_main_process:
         (partial / STATE).write_text(json.dumps(dataclasses.asdict(state), indent=1) + "\n")
-        save_config(cfg, partial / CONFIG)
+        write_config(cfg, partial / CONFIG)  # as the run directory's: no one-time commands, absolute paths
         hf = accelerator.unwrap_model(model).hf
         if is_lora(hf):
             save_adapter_config(hf, partial)
@@ -133,7 +136,7 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
     """Restore model, optimizer, RNG states (accelerate) and the run's position (trainer_state.json)."""
     saved = load_config(path / CONFIG) if (path / CONFIG).is_file() else None
     if saved is not None:
-        changed = _changed_keys(to_dict(saved), to_dict(cfg), ignore={"train.resume"})
+        changed = _changed_keys(to_dict(saved), to_dict(saved_config(cfg)), ignore={"train.resume", "train.overwrite"})
         if changed:
             log.warning("resuming with settings that differ from the checkpoint's: %s", ", ".join(changed[:8]))
     state = TrainState(**json.loads((path / STATE).read_text()))

@@ -1,7 +1,10 @@
 """What a long run meets and must survive or explain: pre-emption (SIGTERM), non-finite losses, out of memory.
 
 - SIGTERM (a cluster pre-empting the job) or a first Ctrl-C only sets a flag; the loop sees it at the next optimizer
-  step boundary, saves a checkpoint and returns, so nothing is lost and nothing is left half-written.
+  step boundary, saves a checkpoint and returns, so nothing is lost and nothing is left half-written. The run
+  then exits 128 + the signal (143, 130: `exit_code`), on every process, so that `train && export` and a job
+  scheduler see a run that did not finish. Before training starts, SIGTERM raises `Terminated` as Ctrl-C
+  raises KeyboardInterrupt, so that the start takes back what it wrote (rm/training/output_dir.py).
 - A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
   `train.max_nonfinite` in a row stop the run with the step and the likely cause.
 - An out-of-memory error is re-raised naming the settings that lower memory, with their current values.
@@ -31,6 +34,36 @@ from rm.model.pretrained import why_not_loaded
 log = logging.getLogger("rm")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM before training started: handled as a Ctrl-C is (the start takes back what it wrote), exit 143."""
+
+    signum = signal.SIGTERM
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While loading and building (no checkpoint to save yet), SIGTERM raises `Terminated` in the main thread
+    instead of killing the process outright, so that `finally` and `except` blocks still run."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum, frame) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_code(result: dict) -> int:
+    """A run's exit status: 0 when it ran to its end (or had already), 128 + the signal that stopped it early
+    (143 for SIGTERM, 130 for Ctrl-C), as shells and job schedulers read a process stopped by a signal."""
+    return 128 + signal.Signals[result["stopped_by"]] if result.get("interrupted") else 0
+
+
 class Preemption:
     """While active, SIGTERM and a first Ctrl-C (SIGINT) set `requested` instead of killing the process.
 
@@ -44,8 +77,8 @@ class Preemption:
 
     def __init__(self) -> None:
         self.requested = False
-        self.signal_name = ""
-        """Which signal asked to stop (SIGTERM or SIGINT), for the message that says how to resume."""
+        self.signum = 0
+        """Which signal asked this process to stop (SIGTERM or SIGINT; 0: none)."""
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> Preemption:
@@ -57,7 +90,7 @@ class Preemption:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt  # the second Ctrl-C: stop now, no checkpoint
         self.requested = True
-        self.signal_name = signal.Signals(signum).name
+        self.signum = signum
 
     def __exit__(self, *exc) -> None:
         for s, previous in self._previous.items():

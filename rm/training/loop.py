@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -114,7 +115,7 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                     loss = bradley_terry_loss(chosen, rejected, margin, coef, reduction="sum")
                     accelerator.backward(loss * scale)
                     meter.add(loss, chosen, rejected)
-                    stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else False
+                    stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else ""
                 if hooks.on_batch is not None:
                     hooks.on_batch(batch, loss.detach() / len(chosen))
                 state.batches_in_epoch += 1
@@ -126,7 +127,7 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                 after_step(run, meter, bar, hooks, stop)
                 if stop:
                     bar.close()
-                    run.stopped_by = preemption.signal_name or "a signal on another process"
+                    run.stopped_by = stop
                     log.warning("%s: stopped after step %d with a checkpoint", run.stopped_by, state.step)
                     return True
                 if state.step >= run.max_steps:
@@ -167,19 +168,21 @@ def epoch_batches(run: Run) -> Iterator[tuple[dict, float]]:
         yield send_to_device(batch, device), slots / step_pairs[i // accum]
 
 
-def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> bool:
+def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> str:
     """At the last micro-batch of a step: skip the update if any process saw a non-finite loss, else clip
-    and step; returns whether any process was asked to stop (SIGTERM, Ctrl-C)."""
+    and step; returns the signal that asked any process to stop ("SIGTERM" over "SIGINT"; "" for none), the
+    same on every process, so that each exits with the same status."""
     accelerator, cfg = run.accelerator, run.cfg
-    flags = accelerator.reduce(torch.stack([meter.bad, meter.bad.new_tensor(preemption.requested)]), "sum")
-    n_bad, stop = flags.tolist()
+    asked = [meter.bad.new_tensor(preemption.signum == s) for s in (signal.SIGTERM, signal.SIGINT)]
+    flags = accelerator.reduce(torch.stack([meter.bad, *asked]), "sum")
+    n_bad, term, interrupt = flags.tolist()
     lr = run.scheduler.get_last_lr()[0]
     if not skip_nonfinite(int(n_bad), run.state.step + 1, run.state, cfg, lr, run.model):
         if cfg.train.max_grad_norm <= 0 or finite_grad_norm(run, lr):
             run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     meter.bad.zero_()
-    return bool(stop)
+    return "SIGTERM" if term else "SIGINT" if interrupt else ""
 
 
 def finite_grad_norm(run: Run, lr: float) -> bool:
@@ -191,7 +194,7 @@ def finite_grad_norm(run: Run, lr: float) -> bool:
     return not skip_nonfinite(int(bad), run.state.step + 1, run.state, run.cfg, lr, run.model, what="gradient")
 
 
-def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: bool) -> None:
+def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> None:
     """What follows an optimizer step when its turn comes: the log line, a periodic eval, a checkpoint."""
     cfg, state, accelerator = run.cfg, run.state, run.accelerator
     if state.step % cfg.train.log_steps == 0 or state.step == run.max_steps:

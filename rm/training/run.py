@@ -24,7 +24,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
-from rm.config.rundir import TRACKING, RunDir
+from rm.config.rundir import TRACKING, RunDir, absolute_paths
 from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import write_eval
@@ -34,15 +34,16 @@ from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
+from rm.model.threads import set_threads
 from rm.tokens.prepare import Prepared, prepare_data
 from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
 from rm.training.accelerator import exportable, make_accelerator
 from rm.training.checkpoint import TrainState
-from rm.training.faults import explain_oom, loading, same_plan_everywhere
+from rm.training.faults import explain_oom, loading, same_plan_everywhere, sigterm_raises
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer
-from rm.training.output_dir import check_output_dir, claim_output_dir
+from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, unclaimed
 from rm.training.trackers import flat
 
 log = logging.getLogger("rm")
@@ -64,11 +65,22 @@ def main(
     stops a weak trial by raising from it (rm/sweep/trial.py).
     """
     started = time.perf_counter()
-    accelerator, resume_from = start(cfg)
-    data = load_and_encode(cfg, accelerator)
-    with explain_oom(cfg, "loading the model"):
-        model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
-    run = set_up(cfg, accelerator, data, model, layout, resume_from)
+    cfg = absolute_paths(cfg)  # as its saved config.yaml says, so that a resumed run reads the same paths
+    with sigterm_raises():  # until fit: no checkpoint to save yet, so SIGTERM stops as a Ctrl-C does
+        accelerator, where = start(cfg)
+        if where is Start.FINISHED:  # train.resume of a finished run: nothing to resume, nothing touched
+            shut_down(accelerator)
+            return finished_result(cfg, accelerator.is_main_process)
+        resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
+        with unclaimed(cfg, where, accelerator.is_main_process):  # a failure here leaves output_dir as it was
+            data = load_and_encode(cfg, accelerator)
+            with explain_oom(cfg, "loading the model"):
+                model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
+            accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            claim_output_dir(cfg)  # training starts: the folder is this run's
+        accelerator.wait_for_everyone()
+        run = set_up(cfg, accelerator, data, model, layout, resume_from)
     with explain_oom(cfg, "training", run.state):
         interrupted = fit(run, Hooks(on_batch, on_eval))
     info = train_info(run, resume_from, started)
@@ -81,24 +93,20 @@ def main(
     return result
 
 
-def start(cfg: RunConfig) -> tuple[Accelerator, Path | None]:
-    """The accelerator, the checkpoint to resume from (checked before any data is loaded), seed, run directory."""
+def start(cfg: RunConfig) -> tuple[Accelerator, Start]:
+    """The accelerator, what the run does with its output_dir (checked by every process before any data is
+    loaded or anything written), seed."""
     accelerator = make_accelerator(cfg)
     if cfg.export.push_to_hub:
         check_push(cfg.export.push_to_hub)  # a missing token found now, not after hours of training
-    clear = check_output_dir(cfg)  # every process, before the main one writes anything there
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        claim_output_dir(cfg, clear)
-    accelerator.wait_for_everyone()
-    resume_from = checkpoint.resume_point(cfg)
+    where = check_output_dir(cfg)
+    accelerator.wait_for_everyone()  # no process writes there before every one has looked
     if cfg.model.lora.qlora:
         require_qlora(cfg.model)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
+    set_threads(cfg.train.num_threads)  # 0: the cores this process may use, shared by the run's local processes
     set_seed(cfg.train.seed)
     logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
-    return accelerator, resume_from
+    return accelerator, where
 
 
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
@@ -109,7 +117,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
         tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
     data = prepare_data(cfg, tokenizer, accelerator.main_process_first, accelerator.is_main_process)
-    train, held = data.loaded["train"], data.loaded["eval"]
+    train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
     for line in data.report.describe():
         (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
@@ -139,7 +147,8 @@ def build_reward_model(
         if quantized:
             hf = load_4bit(cfg.model, len(tokenizer), tokenizer.pad_token_id, accelerator.local_process_index)
         else:
-            hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+            max_length = cfg.collator.max_length  # refused above the model's position limit
+            hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_length)
         return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
 
     with loading("model.name_or_path", cfg.model.name_or_path):
@@ -204,6 +213,7 @@ def set_up(
         accelerator.init_trackers(TRACKING, config=flat(to_dict(cfg)))
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
     state.plan_slots = world * t.grad_accum
+    state.max_steps = max_steps
     return Run(
         cfg=cfg,
         accelerator=accelerator,

@@ -54,3 +54,37 @@ def test_help_ends_with_examples_that_parse(capsys):
             argv = argv[argv.index("rm") + 1 :]
             if "--help" not in argv:
                 parse(build_parser(), argv)  # exits (SystemExit) on an example that does not parse
+
+
+def test_data_inspect_takes_columns_as_eval_does(tmp_path, capsys):
+    path = tmp_path / "pairs.csv"
+    path.write_text("question,good,bad\n2+2?,4,5\n3+3?,6,7\n")
+    argv = ["data", "inspect", str(path), "--json", "--vocab-size", "300"]
+    assert cli([*argv, "--columns", "prompt=question,chosen=good,rejected=bad"]) == 0
+    assert '"prompt": 2' in capsys.readouterr().out  # both rows read in the prompt format
+    assert cli(argv) == 2  # without it: what to map, not "set data.on_bad_record=skip"
+    err = capsys.readouterr().err
+    assert "data.columns={prompt: COLUMN, chosen: COLUMN, rejected: COLUMN}" in err and "on_bad_record" not in err
+
+
+def test_every_command_describes_itself_and_every_option():
+    """`--help` of each command opens with what it does, explains each option, and the data options name
+    every file type rm reads (not only JSON lines)."""
+    import argparse
+
+    from rm.cli import build_parser
+
+    def subparsers(parser):
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    found = {}
+    for name, p in subparsers(build_parser()).items():
+        if name != "sweep-trial":  # hidden: a sweep's child
+            found[name] = p
+            found |= {f"{name} {n}": s for n, s in (subparsers(p).items() if name == "data" else [])}
+    for name, p in found.items():
+        assert p.description, name
+        assert not [a.dest for a in p._actions if not a.help], name
+    helps = {(n, a.dest): a.help for n, p in found.items() for a in p._actions}
+    for key in [("eval", "data"), ("score", "input"), ("data inspect", "source")]:
+        assert ".csv" in helps[key] and ".parquet" in helps[key] and ".json" in helps[key], key

@@ -116,3 +116,16 @@ def test_train_pushes_its_export_at_the_end(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli(["train", str(QUICKSTART), "export.private=true"]) == 2
     assert "export.private/export.revision: only apply with export.push_to_hub" in capsys.readouterr().err
+
+
+def test_relative_paths_that_are_not_found_say_where_they_were_looked_for(tmp_path, monkeypatch, capsys):
+    """Paths in a config are read from the current directory, not the config's folder: the error says so."""
+    monkeypatch.chdir(tmp_path)
+    assert cli(["data", "inspect", "data/pairs.jsonl"]) == 2
+    line = one_line_error(capsys)
+    assert line.startswith("error: data source not found: data/pairs.jsonl: ")
+    assert line.endswith(f"(a relative path, in a config too, is read from the current directory, {tmp_path})")
+    assert cli(["score", "--model", "runs/x/export", "--input", "x.jsonl"]) == 2
+    assert one_line_error(capsys).endswith(
+        f"does not exist (a relative path, in a config too, is read from the current directory, {tmp_path}))"
+    )

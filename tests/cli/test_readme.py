@@ -67,3 +67,32 @@ def test_every_readme_command_parses():
     assert len(found) > 15
     for argv in found:
         parse(build_parser(), argv)  # SystemExit on an unknown option or a missing argument
+
+
+def test_each_commands_help_names_every_option_the_readme_uses(capsys):
+    """Every `--option` the README writes after `python -m rm COMMAND` (in a block or inline) is in that
+    command's --help, so the two cannot drift apart (README: `export --evaluate`, help: `--eval`)."""
+    used: dict[str, set[str]] = {}
+    text = README.replace("\\\n", " ")
+    for m in re.finditer(r"python -m rm (train|sweep|data inspect|export|eval|score|redteam)\b([^`\n]*)", text):
+        used.setdefault(m.group(1), set()).update(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2)))
+    assert {"eval", "score", "data inspect", "export", "sweep"} <= set(used)
+    for command, options in used.items():
+        with pytest.raises(SystemExit):
+            cli([*command.split(), "--help"])
+        shown = capsys.readouterr().out
+        assert not [o for o in options if not re.search(rf"(?<![\w-]){o}\b", shown)], command
+
+
+def test_help_examples_that_retrain_the_demo_replace_its_run():
+    """After `make demo`, runs/quickstart exists: an example training into it needs train.overwrite=true."""
+    import shlex
+
+    from rm.cli.examples import EXAMPLES
+    from rm.config import load_config
+
+    for line in (line for lines in EXAMPLES.values() for line in lines if "-m rm train configs/" in line):
+        argv = shlex.split(line.split("  #")[0])
+        argv = argv[argv.index("train") + 1 :]
+        cfg = load_config(REPO / argv[0], argv[1:])
+        assert cfg.output_dir != "runs/quickstart" or cfg.train.overwrite, line

@@ -81,6 +81,28 @@ def test_yaml_file_errors_name_the_file(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_override_mistakes_name_the_override_not_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  lr: 1.0e-3\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path, ["train.lr=1e-4", "train.learning_rate=1e-4"])
+    assert str(e.value).startswith("override train.learning_rate=1e-4: unknown key train.learning_rate (")
+    assert "run.yaml" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^override train\.lr=fast: train\.lr: expected a number"):
+        load_config(path, ["train.lr=fast"])
+
+
+def test_yaml_syntax_errors_are_one_line_with_file_line_and_column(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("output_dir: x\ntrain:\n  lr: [1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (
+        f"{path}:4:1: not valid YAML (expected ',' or ']', but got '<stream end>', "
+        "while parsing a flow sequence from line 3, column 7)"
+    )
+
+
 def test_yaml_is_read_with_the_safe_loader(tmp_path):
     path = tmp_path / "evil.yaml"
     path.write_text("output_dir: !!python/object/apply:os.getcwd []\n")

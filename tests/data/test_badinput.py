@@ -240,3 +240,19 @@ def test_a_source_with_nothing_usable_is_an_error_even_in_skip_mode(tmp_path):
     path = write_case(tmp_path, lines('{"chosen": ', HH | {"rejected": HH["chosen"]}))
     with pytest.raises(DataError, match=r"no usable train pairs \(skipped: \{'identical': 1, 'malformed_json': 1\}\)"):
         load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"))
+
+
+def test_malformed_json_names_the_column_where_decoding_stopped(tmp_path):
+    """JSON lines and a JSON array alike: line and column of the fault (here the missing comma at 16)."""
+    bad = '{"chosen": "x" "rejected": "y"}'
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_text(lines(HH, bad, '{"chosen": "a\tb"}'))
+    array = tmp_path / "b.json"
+    array.write_text("[\n" + json.dumps(HH) + ",\n" + bad + "\n]\n")
+    with pytest.raises(DataError, match=r"a\.jsonl:2: malformed JSON at column 16 \(Expecting ',' delimiter\) "):
+        load_pairs(str(jsonl), "train", [])
+    with pytest.raises(DataError, match=r"b\.json:3: malformed JSON at column 16 \(Expecting ',' delimiter\);"):
+        load_pairs(str(array), "train", [])
+    report = DataReport("skip")
+    load_pairs(str(jsonl), "train", [], DataConfig(on_bad_record="skip"), report=report)
+    assert report.skipped[1].message == "malformed JSON at column 14 (Invalid control character)"  # not "at at"

@@ -178,6 +178,22 @@ def test_unknown_fields_stop_or_are_counted(tmp_path):
     assert report.skipped_counts() == {"unknown_format": 1}
 
 
+def test_a_source_no_format_fits_points_to_data_columns_not_to_skipping(tmp_path):
+    """Skipping would skip every record of these: the error names data.columns instead, which then works."""
+    csv_file = write(tmp_path / "other.csv", [{"question": "2+2?", "good": "4", "bad": "5"}])
+    with pytest.raises(DataError) as e:
+        load_pairs(str(csv_file), "train", [])
+    assert "data.columns={prompt: COLUMN, chosen: COLUMN, rejected: COLUMN}" in str(e.value)
+    assert "on_bad_record" not in str(e.value)
+
+    chat = write(tmp_path / "chat.jsonl", [{"messages": [user("2+2?")], "chosen": "4", "rejected": "5"}])
+    with pytest.raises(DataError) as e:
+        load_pairs(str(chat), "train", [])
+    assert "data.columns={prompt: messages}" in str(e.value) and "on_bad_record" not in str(e.value)
+    pairs = load_pairs(str(chat), "train", [], DataConfig(columns={"prompt": "messages"}))
+    assert [(p.prompt, p.chosen, p.rejected) for p in pairs] == [("\n\nHuman: 2+2?\n\nAssistant:", " 4", " 5")]
+
+
 def test_hub_datasets_other_than_hh_load_once_and_filter_by_record_subset(monkeypatch):
     import datasets
 

@@ -120,17 +120,89 @@ def test_padded_layout_tensors_and_a_swapped_layout_is_used(exported_tiny, tmp_p
     assert b == pytest.approx([x + 100.0 for x in a])
 
 
-def test_records_are_written_before_later_ones_are_read(exported_tiny, tmp_path):
-    """Streaming: with a window of 2, the four records before a broken line 5 are already scored and
-    written when line 5 is reached (nothing reads the whole file first)."""
+def test_records_are_written_before_later_ones_are_read_and_a_stopped_job_leaves_no_file(
+    exported_tiny, tmp_path, monkeypatch
+):
+    """Streaming: with a window of 2, the four records before a broken line 5 are already scored when line 5
+    is read (nothing reads the whole file first). The job then stops, and neither the output nor its
+    `.partial` is left behind (a 0-byte or half-written `.partial` used to stay)."""
+    import rm.evaluation.score_file as module
+
     lines = [json.dumps(r) for r in RECORDS[:4]] + ['{"text": ', json.dumps(RECORDS[5])]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    events = []
+
+    def reader(path, report):
+        for i, item in enumerate(real_read(path, report)):
+            events.append(f"read {i + 1}")
+            yield item
+        events.append("read to the end")
+
+    def scorer(model, seqs, *args):
+        events.append(f"scored {len(seqs)}")
+        return real_score(model, seqs, *args)
+
+    real_read, real_score = module.read_file, module.score_seqs
+    monkeypatch.setattr(module, "read_file", reader)
+    monkeypatch.setattr(module, "score_seqs", scorer)
     model, tok = load_reward_model(str(exported_tiny))
     with pytest.raises(DataError, match=r"in\.jsonl:5: malformed JSON"):
         score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", window=2, progress=False)
-    # Written under a name that says it is unfinished; the output's own name only ever holds a whole file.
-    assert len((tmp_path / "out.jsonl.partial").read_text().splitlines()) == 4
-    assert not (tmp_path / "out.jsonl").exists()
+    assert events == ["read 1", "read 2", "scored 2", "read 3", "read 4", "scored 3"]  # record 4 is a pair
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.partial").exists()
+
+
+def test_the_output_is_never_the_input_nor_an_existing_file_unless_asked(exported_tiny, tmp_path, capsys):
+    """`--out` equal to `--input` silently replaced the input with its scores; an existing output was overwritten
+    without a word."""
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS[1:3])
+    before = src.read_text()
+    args = ["score", "--model", str(exported_tiny), "--input", str(src), "--out"]
+    assert cli_main([*args, str(tmp_path / "." / "in.jsonl")]) == 2
+    assert "is the input file" in capsys.readouterr().err and src.read_text() == before
+    (tmp_path / "out.jsonl").write_text("mine\n")
+    assert cli_main([*args, str(tmp_path / "out.jsonl")]) == 2
+    assert "out.jsonl exists; pass --overwrite" in capsys.readouterr().err
+    assert (tmp_path / "out.jsonl").read_text() == "mine\n"
+    assert cli_main([*args, str(tmp_path / "out.jsonl"), "--overwrite", "--num-threads", "1"]) == 0
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2 and torch.get_num_threads() == 1
+
+
+def test_a_prompt_with_an_empty_response_is_refused_as_training_refuses_it(exported_tiny, tmp_path):
+    model, tok = load_reward_model(str(exported_tiny))
+    prompt = "\n\nHuman: Say hi.\n\nAssistant:"
+    bad = [
+        {"prompt": prompt, "response": " "},
+        {"prompt": prompt, "chosen": " Hi.", "rejected": ""},
+        {"text": prompt},
+    ]
+    src = write_jsonl(tmp_path / "in.jsonl", [RECORDS[1], *bad])
+    counts = score_file(model, tok, src, tmp_path / "out.jsonl", progress=False, on_bad_record="skip")
+    assert counts["skipped"] == {"empty_response": 3} and counts["records"] == 1
+
+
+def test_the_progress_bar_counts_skipped_records_too(exported_tiny, tmp_path, monkeypatch):
+    """A record the reader leaves out (bad JSON) is a record done: the bar stopped at 2/3 before."""
+    import rm.evaluation.score_file as module
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, **kw):
+            self.total, self.n = total, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(module, "tqdm", Bar)
+    (tmp_path / "in.jsonl").write_text(json.dumps(RECORDS[1]) + '\n{"text": \n' + json.dumps(RECORDS[2]) + "\n")
+    model, tok = load_reward_model(str(exported_tiny))
+    score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", on_bad_record="skip", window=1)
+    assert (bars[0].n, bars[0].total) == (3, 3)
 
 
 def test_bad_records_name_file_line_and_field(exported_tiny, tmp_path):

@@ -143,3 +143,30 @@ def test_the_card_states_rms_truncation_rule_beside_the_tokenizers():
     assert "loses whole leading turns first (the final question stays), then tokens from its left" in text
     assert "a response too long to fit even alone drops its pair in training and `rm eval`, and keeps its end" in text
     assert "the two differ only where a prompt does not fit beside its response in `max_length` tokens" in text
+
+
+def test_the_cards_example_is_a_held_out_pair_it_ranks_right_or_says_it_is_an_illustration(
+    tokenizer, synthetic_root, tmp_path, monkeypatch
+):
+    """The fixed example (" 2 plus 3 is 5." against "7.") was ranked wrong by the demo model, and the card did not
+    say it was only an illustration."""
+    hf = tiny_model(tokenizer, seed=3)
+    with torch.no_grad():
+        hf.score.weight.normal_(0, 1.0)
+    held = load_pairs(str(synthetic_root), "test", [])[:40]
+    subsets = sorted({p.subset for p in held})
+    data = RunData(subsets, [], encode_pairs(held, tokenizer, 256, subsets)[0])
+    out = export_model(hf, tokenizer, tmp_path / "export", RunConfig(), Weights(2, 2), data)
+    card = (out / "README.md").read_text()
+    assert "A held-out pair of the run" in card and "An illustration" not in card
+    monkeypatch.chdir(out)
+    namespace: dict = {}
+    exec(compile(snippet(card), "README.md snippet", "exec"), namespace)
+    prompt, (chosen, rejected) = namespace["prompt"], namespace["responses"]
+    assert any((p.prompt, p.chosen, p.rejected) == (prompt, chosen, rejected) for p in held)
+    assert namespace["rewards"][0] > namespace["rewards"][1]
+
+    bare = export_model(hf, tokenizer, tmp_path / "bare", RunConfig(), Weights(2, 2))  # no data: no example
+    assert "# An illustration, not one of the run's pairs: this model may rank it either way." in (
+        (bare / "README.md").read_text()
+    )

@@ -115,3 +115,13 @@ def test_objective_value_reads_overall_or_one_subset():
     cfg.objective.subset = "helpful"
     with pytest.raises(ConfigError, match=r"objective\.subset: no eval subset 'helpful'.*\['harmless'\]"):
         objective_value(result, cfg)
+
+
+def test_overrides_on_the_command_line_add_to_the_files_list(tmp_path):
+    """The README's `'overrides=[train.max_steps=150]'` keeps the file's export.enabled=false."""
+    path = write(tmp_path, "overrides: [export.enabled=false]\nsampler: grid\nspace:\n  train.lr: [1e-3]\n")
+    cfg = load_sweep(path, ["overrides=[train.max_steps=150]", "overrides=train.eval_steps=50", "seed=3"])
+    assert cfg.overrides == ["export.enabled=false", "train.max_steps=150", "train.eval_steps=50"]
+    assert cfg.seed == 3
+    with pytest.raises(ConfigError, match=r"^override samplr=grid: unknown key samplr"):
+        load_sweep(path, ["samplr=grid"])

@@ -2,6 +2,7 @@
 gave: the same ids, the same truncations and drops (issue 12), checked on the real HH file against a
 per-text encoder written here; spread over threads, and with a tokenizer loaded by path, too (issue 24)."""
 
+import math
 import multiprocessing
 import os
 import threading
@@ -30,12 +31,12 @@ def one_call_per_text(pairs, tokenizer, max_length):
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     for pair in pairs:
-        chosen, rejected = ids(pair.chosen), ids(pair.rejected)
+        chosen, rejected, prompt = ids(pair.chosen), ids(pair.rejected), ids(pair.prompt)
+        report.pair_tokens.append(len(prefix) + len(prompt) + max(len(chosen), len(rejected)))
         room = max_length - len(prefix) - max(len(chosen), len(rejected))
-        if room < 0:
+        if room < 0 or (room == 0 and prompt):  # no token of the prompt would stay: dropped too
             report.too_long.append(pair.origin)
             continue
-        prompt = ids(pair.prompt)
         if len(prompt) > room:
             report.prompt_truncated += 1
             for shorter in later_turns(pair.prompt, pair.turn_starts):
@@ -47,6 +48,8 @@ def one_call_per_text(pairs, tokenizer, max_length):
                 prompt = prompt[len(prompt) - room :] if room else []
         out.append(EncodedGroup.pair(prefix + prompt, chosen, rejected, 0, pair.margin or 0.0, len(out)))
     report.kept = len(out)
+    ordered = sorted(report.pair_tokens)  # nearest-rank p99: the length 99% of the pairs fit in whole
+    report.keeps_99 = ordered[math.ceil(0.99 * len(ordered)) - 1]
     return out, report
 
 

@@ -29,8 +29,16 @@ def test_a_long_prompt_loses_whole_leading_turns_first():
 def test_a_last_turn_still_too_long_keeps_its_newest_tokens():
     got = truncate_group([2, 3, 4, 5, 6, 7], [[8], [9, 10]], 5, [1], lambda: [[4, 5, 6, 7]])
     assert got.prompt_ids == [1, 6, 7] and got.prompt_truncated and got.cut_inside_turn
-    none_left = truncate_group([2, 3], [[8, 9]], 3, [1], list)  # room 0: the prompt goes entirely
-    assert none_left.prompt_ids == [1] and none_left.cut_inside_turn
+
+
+def test_a_prompt_that_would_lose_every_token_drops_the_group_like_a_response_that_cannot_fit():
+    """Room 0 left a reward read from the response alone (`collator.max_length=1` trained on single response
+    tokens): training and eval now drop the group; `rm score` still scores what fits, and says it was cut."""
+    assert truncate_group([2, 3], [[8, 9]], 3, [1], never).dropped  # room = 3 - 1 - 2 = 0
+    assert truncate_group([2, 3], [[8], [9]], 1, [], never).dropped
+    scored = truncate_group([2, 3], [[8, 9]], 3, [1], list, keep_response_end=True)
+    assert scored.prompt_ids == [1] and scored.cut_inside_turn and scored.response_ids == [[8, 9]]
+    assert truncate_group([], [[8, 9]], 3, [1], never).prompt_ids == [1]  # no prompt to lose: kept
 
 
 def test_a_response_too_long_drops_the_group_or_keeps_its_end_when_scoring():

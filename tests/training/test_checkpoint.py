@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
-from rm.config.rundir import STATE, RunDir
+from rm.config.rundir import MANIFEST, STATE, RunDir
 from rm.errors import ConfigError
 from rm.training.checkpoint import prune
 from rm.training.run import main
@@ -122,17 +122,20 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_the_uninterrupted_run(re
     # The newest save_total_limit=2 complete checkpoints are kept, each with the resolved config.
     assert [s for s, _ in RunDir(out).complete_checkpoints()] == [32, 36]
     assert not list((out / "checkpoints").glob(".partial-*"))
-    assert load_config(out / "checkpoints" / "step-36" / "config.yaml").train.resume == "auto"
+    # train.resume is a command to this invocation, not a property of the run: not saved
+    assert load_config(out / "checkpoints" / "step-36" / "config.yaml").train.resume == ""
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_cleanly(reference, tmp_path):
+def test_sigterm_saves_a_checkpoint_and_exits_143(reference, tmp_path):
+    """Saved, no traceback, and exit status 128 + SIGTERM: `rm train … && rm export …` stops there, and a job
+    scheduler does not mark the job completed."""
     out = tmp_path / "preempted"
     pid = start(out)
     wait_for(out / "checkpoints" / "step-4" / STATE, pid)
     os.kill(pid, signal.SIGTERM)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     output = Path(f"{out}.log").read_text()
-    assert code == 0, output[-2000:]
+    assert code == 128 + signal.SIGTERM, output[-2000:]
     assert "Traceback" not in output
     line = next(line for line in output.splitlines() if line.startswith("stopped by SIGTERM after step"))
     step = int(line.split("after step ")[1].split()[0])
@@ -155,8 +158,9 @@ def test_resume_settings_fail_before_any_work(tmp_path):
     old = tmp_path / "run" / "checkpoints" / "step-3"
     old.mkdir(parents=True)
     (old / STATE).write_text("{}")
+    (tmp_path / "run" / MANIFEST).write_text("{}")
     cfg = load_config(QUICKSTART, [f"output_dir={tmp_path / 'run'}"])
-    with pytest.raises(ConfigError, match=r"already holds checkpoints .*step-3.*train\.resume=auto"):
+    with pytest.raises(ConfigError, match=r"already holds an unfinished run .*step-3\).*train\.resume=auto"):
         main(cfg)
     with pytest.raises(ConfigError, match=r"train\.resume=.*nowhere: not a complete checkpoint"):
         main(load_config(QUICKSTART, [f"output_dir={tmp_path / 'new'}", f"train.resume={tmp_path / 'nowhere'}"]))

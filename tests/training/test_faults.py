@@ -158,7 +158,7 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, capsys, monkeypatch):
     # From the command line: one line and exit code 130, not a traceback.
     import rm.training.run
 
-    def interrupted(cfg):
+    def interrupted(cfg, **hooks):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(rm.training.run, "main", interrupted)
@@ -254,3 +254,31 @@ def test_a_nonfinite_gradient_with_a_finite_loss_skips_its_step(tmp_path, monkey
     assert all(torch.equal(clean[k], skipped[k]) for k in clean)
     log = [json.loads(line) for line in (tmp_path / "inf" / "train_log.jsonl").read_text().splitlines()]
     assert log[5]["loss"] == log[5]["loss"]  # the loss itself was finite
+
+
+def test_a_stopped_run_exits_non_zero_and_its_export_says_it_did_not_finish(tmp_path, capsys, caplog, monkeypatch):
+    """`rm train … && rm export …` after one Ctrl-C: train exits 130 (128 + SIGINT), so the chain stops; an
+    export run anyway says the run has not finished, naming the step and the total, and --require-finished
+    refuses it."""
+    count = [0]
+
+    def ctrl_c_at_step_3(*args, **kwargs):
+        count[0] += 1
+        if count[0] == 3:  # one micro-batch a step: seen at the end of step 3
+            os.kill(os.getpid(), signal.SIGINT)
+        return bradley_terry_loss(*args, **kwargs)
+
+    monkeypatch.setattr(rm.training.loop, "bradley_terry_loss", ctrl_c_at_step_3)
+    out, export = tmp_path / "run", tmp_path / "export"
+    assert cli(["train", str(QUICKSTART), *SMALL, "train.max_steps=8", f"output_dir={out}"]) == 130
+    assert "stopped by SIGINT after step 3" in capsys.readouterr().out
+
+    assert cli(["export", str(out), "--out", str(export), "--require-finished"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {out} has not finished (its newest weights are step 3 of 8): finish it with "
+        f"python -m rm train {out / 'config.yaml'} train.resume=auto"
+    )
+    assert not export.exists()
+    assert cli(["export", str(out), "--out", str(export)]) == 0
+    assert "(step 3 of 8: the run has not finished)" in caplog.text

@@ -23,6 +23,11 @@ from rm.data.formats.pair import Pair, ParseContext, check_responses, lf_only, m
 from rm.errors import RecordError
 
 FORMATS = ("hh", "prompt", "conversation", "argilla", "red-team")
+PAIR_FIELDS = ("prompt", "chosen", "rejected", "subset", "margin")
+COLUMNS_HINT = (
+    "name rm's fields among them with data.columns={prompt: COLUMN, chosen: COLUMN, rejected: COLUMN} "
+    "(--columns chosen=COLUMN,... for data inspect and eval), or set data.format"
+)
 ARGILLA_MARKS = ("chosen_rating", "rejected_rating", "modify_chosen", "modify_rejected")
 
 
@@ -44,6 +49,11 @@ def detect_format(record: Any) -> str | None:
     if isinstance(chosen, str):
         return "hh"
     return None
+
+
+def is_message_list(value: Any) -> bool:
+    """A non-empty list of {"role", "content"} messages: a conversation, whatever its field is called."""
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
 
 
 def apply_columns(record: Any, columns: dict[str, str]) -> Any:
