@@ -34,7 +34,7 @@ from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
-from rm.model.threads import set_threads
+from rm.model.threads import busy_note, set_threads
 from rm.tokens.prepare import Prepared, prepare_data
 from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
@@ -103,9 +103,11 @@ def start(cfg: RunConfig) -> tuple[Accelerator, Start]:
     accelerator.wait_for_everyone()  # no process writes there before every one has looked
     if cfg.model.lora.qlora:
         require_qlora(cfg.model)
-    set_threads(cfg.train.num_threads)  # 0: the cores this process may use, shared by the run's local processes
+    threads = set_threads(cfg.train.num_threads)  # 0: the cores this process may use, shared by local processes
     set_seed(cfg.train.seed)
     logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
+    if not cfg.train.num_threads and (note := busy_note(threads)):
+        log.info(note)
     return accelerator, where
 
 

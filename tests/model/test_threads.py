@@ -6,7 +6,10 @@ import os
 import pytest
 import torch
 
+import rm.model.threads as threads
+from conftest import QUICKSTART
 from rm.cli import main as cli
+from rm.config import load_config
 
 
 @pytest.fixture
@@ -43,3 +46,23 @@ def test_score_and_eval_use_the_default_or_num_threads(
     args = ["eval", "--model", str(exported_tiny), "--data", str(synthetic_root), "--out", str(tmp_path / "e")]
     assert cli([*args, "--num-threads", "2", "--bootstrap-samples", "20"]) == 0
     assert torch.get_num_threads() == 2
+
+
+def test_a_busy_machine_is_said_and_the_default_left_alone(monkeypatch, caplog, restore_threads, tmp_path):
+    """The default does not follow the load (that would change a run's numbers); `rm train` names a crowded one."""
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    assert threads.busy_note(2, load=0.3) == ""  # quiet
+    assert threads.busy_note(1, load=3.0) == ""  # one thread cannot wait on another
+    note = threads.busy_note(2, load=1.8)
+    assert "load average 1.8" in note and "train.num_threads=1" in note and "--num-threads 1" in note
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.8, 1.0, 1.0))
+    monkeypatch.setattr(threads, "default_threads", lambda: 2)
+    assert threads.set_threads(0) == 2 and torch.get_num_threads() == 2  # the default, crowded or not
+    from rm.training import run
+
+    for extra, said in ((["train.num_threads=0"], True), (["train.num_threads=1"], False)):  # asked for 1: no word
+        caplog.clear()
+        cfg = load_config(QUICKSTART, [f"output_dir={tmp_path / 'run'}", *extra])
+        with caplog.at_level("INFO", logger="rm"):
+            run.start(cfg)
+        assert (note in [r.getMessage() for r in caplog.records]) is said
