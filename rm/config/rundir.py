@@ -160,15 +160,18 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
     folder) made absolute from the current directory, so that its saved config.yaml resumes and exports from
     any directory. Names that are not local paths (synthetic, a Hub name) are left as they are."""
 
+    def absolute(name: str) -> str:
+        return os.path.abspath(os.path.expanduser(name))
+
     def local(name: str) -> str:
-        return os.path.abspath(os.path.expanduser(name)) if name and Path(name).expanduser().exists() else name
+        return absolute(name) if name and Path(name).expanduser().exists() else name
 
     d, m, t = cfg.data, cfg.model, cfg.tokenizer
-    cache_dir = os.path.abspath(os.path.expanduser(d.cache_dir)) if d.cache_dir else ""
+    cache_dir = absolute(d.cache_dir) if d.cache_dir else ""
     data = replace(d, source=local(d.source) if d.source != "synthetic" else d.source, cache_dir=cache_dir)
     return replace(
         cfg,
-        output_dir=os.path.abspath(os.path.expanduser(cfg.output_dir)),
+        output_dir=absolute(cfg.output_dir),
         data=data,
         model=replace(m, name_or_path=local(m.name_or_path)),
         tokenizer=replace(t, name_or_path=local(t.name_or_path)),

@@ -21,16 +21,11 @@ import numpy as np
 from rm.evaluation.metrics import bootstrap_ci
 
 
-def _pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.triu_indices(k, 1)
-    return a, b
-
-
 def group_scores(rewards: np.ndarray, rank: np.ndarray) -> dict[str, float]:
     """One group's numbers: right (sum over its strict pairs), strict pairs, top-1, best-of-K, tau-b, and the
     summed |reward difference| of its tied and strict pairs."""
     r, q = np.asarray(rewards, dtype=np.float64), np.asarray(rank)
-    a, b = _pairs(len(r))
+    a, b = np.triu_indices(len(r), 1)  # every pair of responses once
     strict = q[a] != q[b]
     better_first = np.where(q[a] < q[b], 1.0, -1.0)  # +1 where a is ranked above b
     diff = (r[a] - r[b]) * better_first

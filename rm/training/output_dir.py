@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 
 from rm.config import RunConfig
 from rm.config.rundir import MANIFEST, RunDir, write_config
@@ -101,20 +102,18 @@ def unclaimed(cfg: RunConfig, start: Start, is_main: bool) -> Iterator[None]:
     try:
         if start is Start.CLEAR:
             for path in out.written:
-                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+                _remove(path)
         out.root.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out.root).close()  # writable: found now, not after minutes of tokenizing
     except OSError as e:
-        raise ConfigError(
-            f"output_dir={out.root}: cannot write there ({e.strerror or e}): choose another output_dir"
-        ) from None
+        raise _cannot_write(out, e) from None
     before = {path for path in out.written if path.exists()}
     try:
         yield
     except BaseException:
         for path in out.written:
             if path not in before and path.exists():
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                _remove(path, ignore_errors=True)
         for folder in made:  # deepest first; a folder that holds anything else is kept
             try:
                 folder.rmdir()
@@ -132,9 +131,19 @@ def claim_output_dir(cfg: RunConfig) -> None:
         write_config(cfg, out.config)
         out.manifest.write_text(json.dumps(manifest, indent=1) + "\n")
     except OSError as e:
-        raise ConfigError(
-            f"output_dir={out.root}: cannot write there ({e.strerror or e}): choose another output_dir"
-        ) from None
+        raise _cannot_write(out, e) from None
+
+
+def _remove(path: Path, ignore_errors: bool = False) -> None:
+    """One of rm's run files or folders (`RunDir.written`), gone."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _cannot_write(out: RunDir, e: OSError) -> ConfigError:
+    return ConfigError(f"output_dir={out.root}: cannot write there ({e.strerror or e}): choose another output_dir")
 
 
 def finished_result(cfg: RunConfig, is_main: bool) -> dict:

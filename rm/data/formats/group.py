@@ -8,10 +8,10 @@ and the next one down gets the next rank whatever the gap.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from rm.data.formats.pair import number_of
 from rm.errors import RecordError
 
 MISSING = ("N/A", "n/a", "NA", "")
@@ -39,14 +39,7 @@ def score_of(value: Any, field: str) -> float | None:
     """A score as a float, or None where the data says it is missing ("N/A", null): not a bad record."""
     if value is None or (isinstance(value, str) and value.strip() in MISSING):
         return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise RecordError("not_a_number", f"field {field!r} must be a number, got {value!r}", field) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RecordError("not_a_number", f"field {field!r} must be a finite number, got {value!r}", field)
-    return float(value)
+    return number_of(value, field)
 
 
 def ranks_from_scores(scores: list[float]) -> tuple[int, ...]:

@@ -47,10 +47,27 @@ class ParseContext:
 def text_field(record: dict, name: str) -> str:
     if record.get(name) is None:
         raise RecordError("missing_field", f"field {name!r} is missing", name)
-    value = record[name]
+    return string_of(record[name], name)
+
+
+def string_of(value: Any, name: str) -> str:
+    """`value` if it is a string, else the RecordError that names field `name` (a path such as "answers[2].answer")."""
     if not isinstance(value, str):
         raise RecordError("not_a_string", f"field {name!r} must be a string, got {type(value).__name__}", name)
     return value
+
+
+def number_of(value: Any, name: str) -> float:
+    """A finite number from a JSON number or a string holding one (CSV cells are strings), else the RecordError
+    that names field `name`."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise RecordError("not_a_number", f"field {name!r} must be a number, got {value!r}", name) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RecordError("not_a_number", f"field {name!r} must be a finite number, got {value!r}", name)
+    return float(value)
 
 
 def lf_only(text: str, name: str, origin: str, report: DataReport) -> str:
@@ -65,14 +82,7 @@ def margin_of(record: dict) -> float | None:
     value = record.get("margin")
     if value is None or value == "":
         return None
-    if isinstance(value, str):  # CSV cells are strings
-        try:
-            value = float(value)
-        except ValueError:
-            raise RecordError("not_a_number", f"field 'margin' must be a number, got {value!r}", "margin") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RecordError("not_a_number", f"field 'margin' must be a finite number, got {value!r}", "margin")
-    return float(value)
+    return number_of(value, "margin")
 
 
 def subset_of(record: dict, default: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from rm.data.formats.chat import Message, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
-from rm.data.formats.pair import subset_of, text_field
+from rm.data.formats.pair import string_of, subset_of, text_field
 from rm.errors import RecordError
 
 
@@ -39,12 +39,6 @@ def _list(record: dict, name: str) -> list:
 def _object(value: Any, field: str) -> dict:
     if not isinstance(value, dict):
         raise RecordError("not_an_object", f"field {field!r} must be an object, got {type(value).__name__}", field)
-    return value
-
-
-def _string(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise RecordError("not_a_string", f"field {field!r} must be a string, got {type(value).__name__}", field)
     return value
 
 
@@ -82,7 +76,7 @@ def parse_ultrafeedback(record: dict, origin: str, renderer: Renderer, subset: s
         completion = _object(item, where)
         score = ultrafeedback_score(completion, score_field, where)
         if score is not None:  # an unrated completion is left out, not a bad record
-            texts.append(_string(completion.get("response"), f"{where}.response"))
+            texts.append(string_of(completion.get("response"), f"{where}.response"))
             scores.append(score)
             names.append(f"{where}.response")
     rank = ranks_from_scores(scores)
@@ -98,7 +92,7 @@ def parse_nectar(record: dict, origin: str, subset: str) -> Group:
     for k, item in enumerate(_list(record, "answers")):
         where = f"answers[{k}]"
         answer = _object(item, where)
-        text = _string(answer.get("answer"), f"{where}.answer")
+        text = string_of(answer.get("answer"), f"{where}.answer")
         place = answer.get("rank")
         if isinstance(place, bool) or not isinstance(place, int):
             raise RecordError("missing_rank", f"field '{where}.rank' must be a whole number, got {place!r}", where)
@@ -115,7 +109,7 @@ def parse_rewardbench2(record: dict, origin: str, renderer: Renderer, subset: st
     if not chosen or not rejected:
         raise RecordError("too_few_responses", "a RewardBench 2 record needs at least one chosen and one rejected")
     names = [f"chosen[{k}]" for k in range(len(chosen))] + [f"rejected[{k}]" for k in range(len(rejected))]
-    texts = [_string(t, name) for t, name in zip(chosen + rejected, names, strict=True)]
+    texts = [string_of(t, name) for t, name in zip(chosen + rejected, names, strict=True)]
     rank = (0,) * len(chosen) + (1,) * len(rejected)  # chosen tie among themselves, as do rejected
     return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin)
 
@@ -130,7 +124,7 @@ def parse_responses(record: dict, origin: str, renderer: Renderer, subset: str) 
         if "messages" in response:
             texts.append(messages_from(response["messages"], f"{where}.messages"))
         else:
-            texts.append(_string(response.get("text"), f"{where}.text"))
+            texts.append(string_of(response.get("text"), f"{where}.text"))
         kind = "score" if "score" in response else "rank" if "rank" in response else None
         if kind is None:
             raise RecordError("missing_field", f"field '{where}' has neither 'score' nor 'rank'", where)
