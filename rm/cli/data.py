@@ -19,7 +19,8 @@ def add(sub) -> None:
     data_sub = data.add_subparsers(dest="data_command", required=True, help="inspect: what a source holds")
     p = data_sub.add_parser(
         "inspect",
-        help="counts, token lengths, shared prefix, truncation and every bad record of a source",
+        help="counts, token lengths, shared prefix, truncation and every bad record of a source (and for groups: "
+        "responses per group, ties, ranks)",
         description="Read SOURCE as a run would and report what it holds and what loading it would skip.",
     )
     p.add_argument(

@@ -1,4 +1,5 @@
-"""`python -m rm eval --model M --data D`: accuracy, calibration, length bias per subset (evaluation/eval_report.py)."""
+"""`python -m rm eval --model M --data D`: accuracy, calibration, length bias and, for groups of K responses, top-1,
+best-of-K and Kendall tau per subset (evaluation/eval_report.py)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ if TYPE_CHECKING:  # the library is imported when a command runs, so that --help
 def add(sub) -> None:
     p = sub.add_parser(
         "eval",
-        help="evaluate a reward model on preference pairs: eval.json, report.md, plots",
-        description="Score preference pairs with a reward model and report accuracy, calibration and length bias "
-        "per subset, with bootstrap intervals: eval.json, report.md and plots in --out.",
+        help="evaluate a reward model on preference pairs or ranked groups: eval.json, report.md, plots",
+        description="Score preference pairs (or groups of K ranked or rated responses) with a reward model and report "
+        "accuracy, calibration and length bias per subset, and for groups top-1, best-of-K and Kendall tau, with "
+        "intervals that resample prompts: eval.json, report.md and plots in --out.",
     )
     add_model_args(p)
     p.add_argument(
         "--data",
         required=True,
-        help="pairs: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a Hub name",
+        help="pairs or groups: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a "
+        "Hub name",
     )
     p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
     p.add_argument("--split", default="test", help="split to read from a directory or Hub dataset")
@@ -62,8 +65,8 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
     """The DataConfig the flags describe: the data options (--format, --columns, --set ...) with --data as
     data.source, --subsets, --on-bad-record and the choice of pairs as training's keys. Without --holdout the
     whole --split is scored (data.eval_split); with it, the held-out FRACTION of --split, as a run whose
-    data.train_split is that split holds out data.eval_fraction; --max-pairs is data.max_eval_pairs. The flags
-    win over --set for their keys."""
+    data.train_split is that split holds out data.eval_fraction, by the rule that run used (data.split_version,
+    unless --set names it); --max-pairs is data.max_eval_pairs. The flags win over --set for their keys."""
     from dataclasses import replace
 
     cfg = replace(
@@ -75,8 +78,25 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
         on_bad_record=args.on_bad_record,
     )
     if args.holdout:
-        return replace(cfg, train_split=args.split, eval_split="", eval_fraction=args.holdout)
+        said = any(o.split("=", 1)[0].strip() == "split_version" for o in args.overrides)
+        version = cfg.split_version if said else trained_split_version(args.model, cfg.split_version)
+        return replace(cfg, train_split=args.split, eval_split="", eval_fraction=args.holdout, split_version=version)
     return replace(cfg, eval_split=args.split)
+
+
+def trained_split_version(model: str, default: int) -> int:
+    """The hold-out rule the model's run used, so `--holdout` picks that run's held-out pairs: its saved config's
+    data.split_version (an export's rm_config.yaml, a run directory's config.yaml), 1 for a run trained before the
+    key existed (it split by record), `default` for a model rm did not train."""
+    from pathlib import Path
+
+    from rm.config.loader import read_yaml
+
+    saved = next((p for p in (Path(model) / "rm_config.yaml", Path(model) / "config.yaml") if p.is_file()), None)
+    if saved is None:
+        return default
+    data = read_yaml(saved).get("data") or {}
+    return int(data.get("split_version", 1)) if isinstance(data, dict) else default
 
 
 def run(args: argparse.Namespace) -> int:

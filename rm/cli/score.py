@@ -14,14 +14,16 @@ def add(sub) -> None:
         "score",
         help="score conversations or transcripts in a file (.jsonl[.gz], .json, .csv, .parquet), streaming",
         description="Write the reward of each record of --input (transcripts, texts, prompt+response or "
-        "chosen+rejected pairs) to a .jsonl file, streaming.",
+        "chosen+rejected pairs) to a .jsonl file, streaming. A record of K responses to one prompt (UltraFeedback, "
+        "Nectar, RewardBench 2, or prompt + responses: [{text}]) gets rewards: [...], one per response in its "
+        "order, the prompt computed once.",
     )
     add_model_args(p)
     p.add_argument(
         "--input",
         required=True,
-        help=".jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response or chosen+rejected "
-        "(text or message lists)",
+        help=".jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response, chosen+rejected "
+        "(text or message lists) or K responses to a prompt",
     )
     p.add_argument("--out", default="", help="output .jsonl[.gz] (default: INPUT.scored.jsonl beside the input)")
     p.add_argument("--field", default="", help="score this text field instead of guessing")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
+from rm.collate.comparisons import comparisons
 from rm.tokens.store import EncodedGroup, TokenIds, join_ids
 
 
@@ -40,36 +41,44 @@ def response_order(batch: list[EncodedGroup]) -> list[tuple[int, int]]:
     return [(i, k) for k in range(slots) for i, g in enumerate(batch) if k < len(g.response_ids)]
 
 
+def pair_margin(g: EncodedGroup, a: int, b: int) -> float:
+    """How much better a is than b: the score difference where the data has scores, else the group's margin
+    (a pair's `margin` field; 0.0 where there is none)."""
+    return float(g.scores[a] - g.scores[b]) if len(g.scores) else float(g.margin)
+
+
 def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:
-    """What every group layout carries besides its rows: subset ids, margins, each group's index in its split
-    ([groups] each); `better`/`worse` ([ordered pairs] each): positions in the rewards (read in `order`) of the
-    better and the worse response of every pair of a group whose ranks differ, group by group, with
-    `pair_group`, the group of each; `tie_a`/`tie_b` ([tied pairs]) likewise for equal ranks; and
-    `response_group`/`response_rank` ([responses], in reward order) for losses over whole rankings
-    (rm/model/group_loss.py)."""
+    """What every group layout carries besides its rows: subset ids, margins, each group's index in its split and
+    prompt id ([groups] each); `better`/`worse` ([strict pairs] each): positions in the rewards (read in `order`)
+    of the better and the worse response of every strictly ordered pair of a group, group by group, with
+    `pair_group`, the group of each, and `pair_margin`, its margin; `tie_a`/`tie_b`/`tie_group` ([tied pairs])
+    likewise for ties; and `response_group`/`response_rank`/`response_slot` ([responses], in reward order) for
+    losses over whole rankings (rm/model/group_loss.py) and for eval."""
     at = {gk: n for n, gk in enumerate(order)}
-    better, worse, pair_group, tie_a, tie_b = [], [], [], [], []
+    strict: dict[str, list] = {"better": [], "worse": [], "pair_group": [], "pair_margin": []}
+    ties: dict[str, list] = {"tie_a": [], "tie_b": [], "tie_group": []}
     for i, g in enumerate(batch):
-        for a in range(len(g.response_ids)):
-            for b in range(len(g.response_ids)):
-                if g.rank[a] < g.rank[b]:
-                    better.append(at[i, a])
-                    worse.append(at[i, b])
-                    pair_group.append(i)
-                elif a < b and g.rank[a] == g.rank[b]:
-                    tie_a.append(at[i, a])
-                    tie_b.append(at[i, b])
+        for a, b, tie in comparisons(g):
+            if tie:
+                ties["tie_a"].append(at[i, a])
+                ties["tie_b"].append(at[i, b])
+                ties["tie_group"].append(i)
+            else:
+                strict["better"].append(at[i, a])
+                strict["worse"].append(at[i, b])
+                strict["pair_group"].append(i)
+                strict["pair_margin"].append(pair_margin(g, a, b))
+    long = {k: torch.tensor(v, dtype=torch.long) for k, v in (strict | ties).items() if k != "pair_margin"}
     return {
         "subset_ids": torch.tensor([g.subset_id for g in batch]),
         "margin": torch.tensor([g.margin for g in batch], dtype=torch.float32),
         "pair_index": torch.tensor([g.index for g in batch]),
-        "better": torch.tensor(better, dtype=torch.long),
-        "worse": torch.tensor(worse, dtype=torch.long),
-        "pair_group": torch.tensor(pair_group, dtype=torch.long),
-        "tie_a": torch.tensor(tie_a, dtype=torch.long),
-        "tie_b": torch.tensor(tie_b, dtype=torch.long),
+        "prompt_id": torch.tensor([g.prompt_id for g in batch]),
+        **long,
+        "pair_margin": torch.tensor(strict["pair_margin"], dtype=torch.float32),
         "response_group": torch.tensor([i for i, _ in order], dtype=torch.long),
         "response_rank": torch.tensor([batch[i].rank[a] for i, a in order], dtype=torch.long),
+        "response_slot": torch.tensor([a for _, a in order], dtype=torch.long),
     }
 
 

@@ -26,6 +26,8 @@ class ScoreSeq:
     response_ids: TokenIds
     truncated: bool = False
     """True when the text was cut to fit `max_length` (rm/tokens/truncation.py: oldest prompt turns first)."""
+    group: bool = False
+    """One of a K-response record's responses: a batch is not cut inside its prompt's run of them."""
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Iterator
 
+import numpy as np
 from torch.utils.data import Sampler
 
 from rm.collate.planner import PairBatches
@@ -88,12 +89,15 @@ def deal(batches: list[list[int]], costs: list[int], world: int, accum: int) -> 
 class RankBatches(Sampler[list[int]]):
     """This process's micro-batches of the current epoch of `plan`, from `start` on (a resumed run's position).
 
-    `len()` is the whole epoch's count, the same on every process; `step_pairs()[s]` is the number of pairs
-    that optimizer step s of the epoch holds on all processes together.
+    `len()` is the whole epoch's count, the same on every process; `step_pairs()[s]` is the weight that optimizer
+    step s of the epoch holds on all processes together: its groups (pairs), or the sum of `weights` over them
+    where given (rm/model/objective.py: comparisons under `loss.group_weighting=pair`, nothing for a group with
+    nothing to compare).
     """
 
-    def __init__(self, plan: PairBatches, rank: int, world: int, accum: int):
+    def __init__(self, plan: PairBatches, rank: int, world: int, accum: int, weights: np.ndarray | None = None):
         self.plan, self.rank, self.world, self.accum = plan, rank, world, accum
+        self.weights = weights
         self.start = 0
         self._cache: tuple[int, list[list[int]], list[int]] | None = None
 
@@ -107,13 +111,18 @@ class RankBatches(Sampler[list[int]]):
             slots = self.world * self.accum
             batches = even_out(self.plan.batches(), slots)
             ranks = deal(batches, [self.plan.cost(b) for b in batches], self.world, self.accum)
-            steps = [sum(len(b) for b in batches[s : s + slots]) for s in range(0, len(batches), slots)]
+            steps = [self._weight(batches[s : s + slots]) for s in range(0, len(batches), slots)]
             self._cache = (self.plan.epoch, ranks[self.rank], steps)
             log.info(
                 "plan: epoch %d, %d micro-batches in %d optimizer steps, %d per process (%.1f s)",
                 self.plan.epoch, len(batches), len(steps), len(ranks[self.rank]), time.perf_counter() - started,
             )  # fmt: skip
         return self._cache[1], self._cache[2]
+
+    def _weight(self, batches: list[list[int]]) -> int:
+        if self.weights is None:
+            return sum(len(b) for b in batches)
+        return max(1, int(sum(self.weights[b].sum() for b in batches)))  # a step of nothing to compare adds 0 / 1
 
     def step_pairs(self) -> list[int]:
         return self._epoch()[1]

@@ -4,6 +4,7 @@ The bottom floor of rm: every other folder may import from here, and this folder
 but `rm.errors`.
 """
 
+from rm.config.checks import choice_problems, get_dotted
 from rm.config.loader import (
     apply_overrides,
     build,
@@ -26,8 +27,6 @@ from rm.config.schema import (
     SyntheticConfig,
     TokenizerConfig,
     TrainConfig,
-    choice_problems,
-    get_dotted,
 )
 from rm.errors import ConfigError
 

@@ -11,10 +11,15 @@ NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
 POSITIVE = ("train.log_steps",)
-CHOICES: dict[str, tuple[str, ...]] = {
+CHOICES: dict[str, tuple[str | bool, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "collator.layout": ("auto", "shared", "packed", "padded"),
-    "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team"),
+    "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team")
+    + ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows"),
+    "data.group_by_prompt": ("auto", True, False),
+    "loss.type": ("pairwise", "plackett_luce"),
+    "loss.ties": ("skip", "davidson"),
+    "loss.group_weighting": ("group", "pair"),
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),
     "train.scheduler": ("cosine", "linear", "constant"),
@@ -46,11 +51,40 @@ def trackers(cfg: Any) -> list[str]:
     return [report_to] if isinstance(report_to, str) else list(report_to)
 
 
+def value_problems(cfg: Any) -> list[str]:
+    """Values a run cannot use: sizes that must be positive, fractions out of range, unknown column names."""
+    positive = ["train.batch_size", "train.grad_accum", "train.eval_batch_size", "collator.max_length"]
+    problems = [f"{k}: must be > 0, got {get_dotted(cfg, k)}" for k in positive if get_dotted(cfg, k) <= 0]
+    if not 0.0 < cfg.data.eval_fraction < 1.0:
+        problems.append(f"data.eval_fraction: must be in (0, 1), got {cfg.data.eval_fraction}")
+    unknown_columns = sorted(set(cfg.data.columns) - {"prompt", "chosen", "rejected", "subset", "margin"})
+    if unknown_columns:
+        problems.append(f"data.columns.{unknown_columns[0]}: rm's fields are prompt, chosen, rejected, subset, margin")
+    problems += [f"data.mixture.{k}: must be >= 0, got {w}" for k, w in cfg.data.mixture.items() if w < 0]
+    nonneg = ["model.lora.r", "train.save_steps", "train.save_total_limit"]
+    problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k)}" for k in nonneg if get_dotted(cfg, k) < 0]
+    if cfg.train.max_nonfinite < 1:
+        problems.append(f"train.max_nonfinite: must be >= 1, got {cfg.train.max_nonfinite}")
+    if cfg.model.lora.qlora and cfg.model.lora.r <= 0:
+        problems.append("model.lora.qlora: QLoRA trains LoRA adapters, so model.lora.r must be > 0")
+    if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
+        problems.append("train.epochs: must be > 0 when train.max_steps is 0")
+    return problems
+
+
 def run_problems(cfg: Any) -> list[str]:
     """One line per problem, each starting with the dotted key."""
-    problems = [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
+    problems = value_problems(cfg)
+    problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]
+    if cfg.data.split_version not in (1, 2):
+        problems.append(f"data.split_version: {cfg.data.split_version} is not 1 (by record) or 2 (by prompt)")
+    nu = cfg.loss.davidson_nu
+    if nu != "learned" and (isinstance(nu, str) or nu < 0):
+        problems.append(f"loss.davidson_nu: {nu!r} is not 'learned' or a number >= 0")
+    elif nu == 0 and cfg.loss.ties == "davidson":  # a tie would be impossible: an infinite loss at the first one
+        problems.append("loss.davidson_nu: 0 gives every tie probability 0; set a positive nu or loss.ties=skip")
     if (cfg.export.private or cfg.export.revision) and not cfg.export.push_to_hub:
         problems.append("export.private/export.revision: only apply with export.push_to_hub=REPO_ID")
     if cfg.export.push_to_hub and (not cfg.export.enabled or cfg.model.lora.qlora):

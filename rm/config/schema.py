@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rm.config.checks import CHOICES, choice_problems, get_dotted, run_problems
+from rm.config.checks import CHOICES, choice_problems, run_problems
 from rm.errors import ConfigError
 
 
@@ -119,7 +119,8 @@ class DataConfig:
     source: str = "synthetic"
     """`synthetic`, a local file (.jsonl[.gz], .json, .parquet, .csv), an hh-rlhf-style directory, or a Hub name."""
     format: str = "auto"
-    """Record format: auto (told from the first record), hh, prompt, conversation, argilla, or red-team (refused)."""
+    """auto (from each record's fields), hh, prompt, conversation, argilla, ultrafeedback, nectar, rewardbench2,
+    responses, rows (one row per response), or red-team (refused)."""
     columns: dict[str, str] = field(default_factory=dict)
     """Source column for each of rm's fields (prompt, chosen, rejected, subset, margin), e.g. {chosen: response_j}."""
     on_bad_record: str = "error"
@@ -150,6 +151,12 @@ class DataConfig:
     """Keep the tokenized splits in `cache_dir`, so a run with the same data, tokenizer and options skips tokenizing."""
     cache_dir: str = ""
     """Tokenized-data cache; empty: $HF_DATASETS_CACHE/rm-tokenized, else ~/.cache/huggingface/datasets/rm-tokenized."""
+    score_field: str = ""
+    """The score ordering a K-response group; empty: the format's (UltraFeedback overall_score, rows helpfulness)."""
+    group_by_prompt: str | bool = "auto"
+    """auto: rows of one prompt become a group, pairs stay pairs; true: pairs of one prompt merge too; false: none."""
+    split_version: int = 2
+    """Hold-out rule: 2 keeps every record of one prompt on one side; 1 splits by record (runs trained before)."""
     num_proc: int = 0
     """Processes tokenizing the splits (0 or 1: this one; the fast tokenizer already uses every core for its part)."""
 
@@ -179,7 +186,16 @@ class CollatorConfig:
 
 @dataclass
 class LossConfig:
-    """The Bradley-Terry objective."""
+    """The preference objective: Bradley-Terry over pairs, or over the ordered pairs or whole ranking of a group."""
+
+    type: str = "pairwise"
+    """pairwise: Bradley-Terry over a group's ordered pairs; plackett_luce: its whole ranking (pairs: the same)."""
+    ties: str = "skip"
+    """Tied responses (equal score or rank): skip (no term) or davidson (Davidson's tie model)."""
+    davidson_nu: str | float = "learned"
+    """Davidson's tie weight nu: learned (a trained scalar kept with the model) or a fixed number >= 0."""
+    group_weighting: str = "group"
+    """group: a group's pairs weigh 1 in all (InstructGPT); pair: every ordered pair weighs 1."""
 
     use_margin: bool = False
     """Subtract each pair's `margin` (when the data has one) inside the sigmoid, as in Llama 2's RM."""
@@ -270,23 +286,7 @@ class RunConfig:
 
 
 def validate(cfg: RunConfig) -> None:
-    problems = choice_problems(cfg, CHOICES)
-    positive = ["train.batch_size", "train.grad_accum", "train.eval_batch_size", "collator.max_length"]
-    problems += [f"{k}: must be > 0, got {get_dotted(cfg, k)}" for k in positive if get_dotted(cfg, k) <= 0]
-    if not 0.0 < cfg.data.eval_fraction < 1.0:
-        problems.append(f"data.eval_fraction: must be in (0, 1), got {cfg.data.eval_fraction}")
-    unknown_columns = sorted(set(cfg.data.columns) - {"prompt", "chosen", "rejected", "subset", "margin"})
-    if unknown_columns:
-        problems.append(f"data.columns.{unknown_columns[0]}: rm's fields are prompt, chosen, rejected, subset, margin")
-    problems += [f"data.mixture.{k}: must be >= 0, got {w}" for k, w in cfg.data.mixture.items() if w < 0]
-    nonneg = ["model.lora.r", "train.save_steps", "train.save_total_limit"]
-    problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k)}" for k in nonneg if get_dotted(cfg, k) < 0]
-    if cfg.train.max_nonfinite < 1:
-        problems.append(f"train.max_nonfinite: must be >= 1, got {cfg.train.max_nonfinite}")
-    if cfg.model.lora.qlora and cfg.model.lora.r <= 0:
-        problems.append("model.lora.qlora: QLoRA trains LoRA adapters, so model.lora.r must be > 0")
-    problems += run_problems(cfg)
-    if cfg.train.max_steps <= 0 and cfg.train.epochs <= 0:
-        problems.append("train.epochs: must be > 0 when train.max_steps is 0")
+    """Every problem of `cfg` at once (rm/config/checks.py), each naming its dotted key."""
+    problems = choice_problems(cfg, CHOICES) + run_problems(cfg)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))

@@ -97,10 +97,22 @@ class DataReport:
             lines.append(f"skipped {len(self.skipped)} bad records {self.skipped_counts()} (each in skipped.jsonl)")
         if self.repaired:
             lines.append(f"repaired {len(self.repaired)} records {self.repaired_counts()} (each in skipped.jsonl)")
-        for topic in ("argilla", "mixture", "subset_filter", "capped"):
+        for topic in ("argilla", "rows", "grouped", "mixture", "subset_filter", "capped"):
             if self.notes.get(topic):
                 lines.append(f"{topic}: {self.notes[topic]}")
-        return lines
+        return lines + self._shape()
+
+    def _shape(self) -> list[str]:
+        """Prompts, groups and responses per split, where they are not simply one pair per prompt."""
+        shape = self.notes.get("groups", {})
+        splits = {k: v for k, v in shape.items() if isinstance(v, dict)}
+        if not any(v["largest_group"] > 2 or v["prompts"] < v["groups"] for v in splits.values()):
+            return []
+        said = "; ".join(
+            f"{k} {v['prompts']} prompts, {v['groups']} groups, {v['responses']} responses" for k, v in splits.items()
+        )
+        rule = f" (hold-out split_version {shape['split_version']})" if "split_version" in shape else ""
+        return [f"groups: {said}{rule}"]
 
     def write(self, run_dir: Path) -> None:
         """`data_report.json` (counts) and `skipped.jsonl` (one line per record left out or repaired)."""

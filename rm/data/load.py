@@ -1,10 +1,12 @@
-"""Preference data: every source becomes a list of `Pair`s that know their subset and their origin.
+"""Preference data: every source becomes a list of `Pair`s and `Group`s (one prompt, K ranked responses) that
+know their subset and their origin.
 
 Sources: a local file (`.jsonl[.gz]`, `.json[.gz]`, `.csv[.gz]`, `.parquet`; see `rm/data/sources.py`), a
 directory laid out like the hh-rlhf repository (`<root>/<subset>/<split>.jsonl.gz`) or holding
 `<split>.<ext>` itself, a Hub dataset by name, or the project's generated data. Each record is read
-in the format `data.format` names or, by default, the one its first record looks like
-(`rm/data/formats/parse.py`). Bad records stop the load, or are skipped and counted (`rm/data/data_report.py`).
+in the format `data.format` names or, by default, the one its fields look like (`rm/data/formats/parse.py`);
+rows of one prompt (and, with `data.group_by_prompt: true`, pairwise records of one prompt) become groups
+(`rm/data/grouping.py`). Bad records stop the load, or are skipped and counted (`rm/data/data_report.py`).
 
 `load_data` returns the pairs with a `DataReport` of everything that was skipped, repaired, mixed or
 capped; `load_splits` is the same without the report; `eval_pairs` is only its eval pairs (what `rm eval`
@@ -14,7 +16,6 @@ scores), chosen by the same steps.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,17 @@ from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
+from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
 from rm.data.formats.parse import COLUMNS_HINT, PAIR_FIELDS, apply_columns, detect_format, is_message_list, parse_record
+from rm.data.grouping import gather_groups
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
+from rm.data.splits import apply_mixture, holdout_split, shape_counts, subset_counts
 from rm.errors import DataError, NotPreferenceData, RecordError
 
-__all__ = ["HH_SUBSETS", "DataError", "Pair", "eval_pairs", "load_data", "load_pairs", "load_splits"]
+__all__ = ["HH_SUBSETS", "DataError", "Example", "Group", "Pair", "eval_pairs", "load_data", "load_pairs"]
+__all__ += ["apply_mixture", "holdout_split", "load_splits", "subset_counts"]
 
 RED_TEAM = "red-team-attempts"
 SPLIT_NAMES = {"train", "test", "validation", "valid", "eval", "dev"}
@@ -44,10 +49,11 @@ def _refuse_red_team(where: str) -> None:
     raise NotPreferenceData(f"{where}: {REFUSAL}")
 
 
-def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) -> list[Pair]:
-    """Pairs from raw records, each read in `cfg.format` or, in auto mode, the format its fields show."""
+def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) -> list:
+    """Pairs and groups (and rows, grouped later) from raw records, each read in `cfg.format` or, in auto mode,
+    the format its fields show."""
     ctx.subset = subset
-    pairs: list[Pair] = []
+    pairs: list = []
     for origin, raw in records:
         try:
             record = apply_columns(raw, cfg.columns)
@@ -137,15 +143,18 @@ def load_pairs(
     *,
     tokenizer: Any = None,
     report: DataReport | None = None,
-) -> list[Pair]:
-    """The `split` of `source` as pairs; `cfg` gives format, columns, bad-record mode and Argilla options."""
+    listwise: bool = False,
+) -> list[Example]:
+    """The `split` of `source` as pairs and groups; `cfg` gives format, columns, bad-record mode, Argilla and
+    grouping options. `listwise` (loss.type plackett_luce): a merged group whose orders contradict is a bad record."""
     cfg = cfg or DataConfig()
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
         _refuse_red_team("data.format" if cfg.format == "red-team" else "data.subsets")
-    ctx = ParseContext(report, Renderer(tokenizer, cfg.chat_template), argilla=cfg.argilla)
+    renderer = Renderer(tokenizer, cfg.chat_template)
+    ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
     path = Path(source).expanduser()
-    pairs: list[Pair] = []
+    pairs: list = []
     if path.exists():
         files, chosen = _files(path, split, subsets)
         for subset, file in files:
@@ -160,6 +169,7 @@ def load_pairs(
         raise DataError(
             f"data source not found: {source}: neither a local path nor a Hub dataset name{relative_note(source)}"
         )
+    pairs = gather_groups(pairs, cfg.group_by_prompt, listwise, report)
     if subsets and not chosen:
         kept = [p for p in pairs if p.subset in subsets]
         missing = sorted(set(subsets) - {p.subset for p in kept})
@@ -173,63 +183,14 @@ def load_pairs(
     return pairs
 
 
-def _record_key(pair: Pair) -> str:
-    """Pairs made from one record (an Argilla record and its edits) stay on the same side of a hold-out."""
-    from rm.data.formats.argilla import EDIT
-
-    return pair.origin.split(EDIT)[0]
-
-
-def holdout_split(pairs: list[Pair], fraction: float, seed: int) -> tuple[list[Pair], list[Pair]]:
-    """A seeded (train, eval) split by record, stratified by subset so small subsets keep eval examples."""
-    rng = random.Random(seed)
-    train, held = [], []
-    for subset in sorted({p.subset for p in pairs}):
-        groups: dict[str, list[Pair]] = {}
-        for p in pairs:
-            if p.subset == subset:
-                groups.setdefault(_record_key(p), []).append(p)
-        keys = list(groups)
-        rng.shuffle(keys)
-        n_eval = max(1, round(len(keys) * fraction)) if len(keys) > 1 else 0
-        held += [p for k in keys[:n_eval] for p in groups[k]]
-        train += [p for k in keys[n_eval:] for p in groups[k]]
-    return train, held
-
-
-def apply_mixture(pairs: list[Pair], weights: dict[str, float], seed: int, report: DataReport) -> list[Pair]:
-    """Each subset repeated `int(w)` times plus a seeded `frac(w)` share of it again; unlisted subsets keep w=1."""
-    have = subset_counts(pairs)
-    unknown = sorted(set(weights) - set(have))
-    if unknown:
-        raise DataError(f"data.mixture.{unknown[0]}: no such subset in the training data (it has: {', '.join(have)})")
-    rng = random.Random(seed)
-    out = []
-    for subset in have:
-        group = [p for p in pairs if p.subset == subset]
-        weight = weights.get(subset, 1.0)
-        whole, frac = int(weight), weight - int(weight)
-        mixed = group * whole + rng.sample(group, round(frac * len(group)))
-        report.notes.setdefault("mixture", {})[subset] = {"weight": weight, "before": len(group), "after": len(mixed)}
-        out += mixed
-    return out
-
-
-def subset_counts(pairs: Iterable[Pair]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for p in pairs:
-        counts[p.subset] = counts.get(p.subset, 0) + 1
-    return dict(sorted(counts.items()))
-
-
 @dataclass
 class LoadedData:
-    train: list[Pair]
-    eval: list[Pair]
+    train: list[Example]
+    eval: list[Example]
     report: DataReport
 
 
-def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> LoadedData:
+def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False) -> LoadedData:
     """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed."""
     report = DataReport(cfg.on_bad_record)
     source = cfg.source
@@ -238,13 +199,13 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> Loade
 
         s = cfg.synthetic
         source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
-    train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
+    train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report, listwise=listwise)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(
             f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
             "to hold out data.eval_fraction of it"
         )
-    train, held = _held_out(cfg, source, train, tokenizer, report)
+    train, held = _held_out(cfg, source, train, tokenizer, report, listwise)
     if cfg.mixture:
         train = apply_mixture(train, cfg.mixture, cfg.split_seed, report)
     if cfg.max_train_pairs:
@@ -252,10 +213,13 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> Loade
         train = random.Random(cfg.split_seed).sample(train, min(cfg.max_train_pairs, len(train)))
     held = _cap_eval(cfg, held, report)
     report.notes["pairs"] = {"train": subset_counts(train), "eval": subset_counts(held)}
+    report.notes["groups"] = {"train": shape_counts(train), "eval": shape_counts(held)}
+    if not cfg.eval_split:
+        report.notes["groups"]["split_version"] = cfg.split_version
     return LoadedData(train, held, report)
 
 
-def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None) -> list[Pair]:
+def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None) -> list[Example]:
     """The pairs a run with `cfg` evaluates on, chosen by the same steps as `load_data` (so `rm eval` can
     score a run's own held-out set): `cfg.eval_split` of `cfg.source` (the whole of a single file), or
     the seeded `eval_fraction` held out of its `train_split`; then at most `max_eval_pairs` of them.
@@ -264,7 +228,7 @@ def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None
     source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
     """
     report = report if report is not None else DataReport(cfg.on_bad_record)
-    train: list[Pair] = []
+    train: list[Example] = []
     if not cfg.eval_split:
         train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
     _, held = _held_out(cfg, cfg.source, train, tokenizer, report)
@@ -272,15 +236,18 @@ def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None
 
 
 def _held_out(
-    cfg: DataConfig, source: str, train: list[Pair], tokenizer: Any, report: DataReport
-) -> tuple[list[Pair], list[Pair]]:
+    cfg: DataConfig, source: str, train: list[Example], tokenizer: Any, report: DataReport, listwise: bool = False
+) -> tuple[list[Example], list[Example]]:
     """(train, eval): the `eval_split` of `source` beside `train`, or `train` less its seeded held-out part."""
     if cfg.eval_split:
-        return train, load_pairs(source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
-    return holdout_split(train, cfg.eval_fraction, cfg.split_seed)
+        held = load_pairs(
+            source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report, listwise=listwise
+        )
+        return train, held
+    return holdout_split(train, cfg.eval_fraction, cfg.split_seed, cfg.split_version)
 
 
-def _cap_eval(cfg: DataConfig, held: list[Pair], report: DataReport) -> list[Pair]:
+def _cap_eval(cfg: DataConfig, held: list[Example], report: DataReport) -> list[Example]:
     """At most `max_eval_pairs`, a sample seeded apart from the training cap's (split_seed + 1); the rest counted.
 
     A cap at or above the count still reorders the pairs (a sample of all of them), as a run's eval set always has."""
@@ -290,7 +257,7 @@ def _cap_eval(cfg: DataConfig, held: list[Pair], report: DataReport) -> list[Pai
     return held
 
 
-def load_splits(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> tuple[list[Pair], list[Pair]]:
+def load_splits(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> tuple[list[Example], list[Example]]:
     """(train, eval) pairs as the config asks: generated, local or Hub; given split or seeded hold-out."""
     loaded = load_data(cfg, output_dir, tokenizer)
     return loaded.train, loaded.eval

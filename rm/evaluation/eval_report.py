@@ -1,15 +1,17 @@
-"""`python -m rm eval`: score preference pairs with any reward model and write the evaluation report.
+"""`python -m rm eval`: score preference pairs and groups with any reward model and write the evaluation report.
 
-The pairs go through training's own path: its choice of eval pairs (`rm.data.load.eval_pairs`), encoder
-(`encode_kept`), layout, eval plan (`PairBatches` dealt by `EvalBatches`) and gathering (`gather_rewards`),
-so evaluating an export on its run's held-out pairs reproduces the run's eval.json accuracy; under
-`accelerate launch` each process runs its share of the micro-batches one process would, and every pair is
-gathered exactly once. The main process then computes `rm.evaluation.metrics` per subset and writes, into `out`:
+The data goes through training's own path: its choice of eval pairs and groups (`rm.data.load.eval_pairs`),
+encoder (`encode_kept`), layout, eval plan (`PairBatches` dealt by `EvalBatches`) and gathering
+(`gather_rewards`), so evaluating an export on its run's held-out pairs reproduces the run's eval.json
+accuracy; under `accelerate launch` each process runs its share of the micro-batches one process would, and
+every group is gathered exactly once (rm/evaluation/split_rewards.py). The main process then computes
+`rm.evaluation.metrics` over the strictly ordered pairs and `rm.evaluation.ranking_metrics` over the groups,
+per subset (rm/evaluation/eval_result.py), and writes, into `out`:
 
     eval.json          {"overall": {...}, "subsets": {name: {...}}, "calibration", "length_bins", "eval"}
     report.md          the tables (rm/evaluation/markdown.py), with the figures inline
-    rewards.jsonl      one line per pair: origin, subset, both rewards, both lengths (the pairs' order)
-    accuracy.png  calibration.png  reward_hist.png  length_bias.png
+    rewards.jsonl      one line per pair or group: origin, subset, rewards, lengths (the input's order)
+    accuracy.png  calibration.png  reward_hist.png  length_bias.png  (and groups.png for group data)
 """
 
 from __future__ import annotations
@@ -21,35 +23,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
 from accelerate import Accelerator
-from torch.utils.data import DataLoader
 
-from rm.collate.pack import SharedCollator
-from rm.collate.padded import PaddedCollator
-from rm.collate.planner import PairBatches
-from rm.collate.shard import EvalBatches
 from rm.config import DataConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
+from rm.data.formats.group import rank_of
 from rm.data.formats.pair import Pair
-from rm.data.load import eval_pairs
+from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics, plots
-from rm.evaluation.gather import gather_rewards, shut_down
-from rm.evaluation.markdown import render_markdown
-from rm.evaluation.summary import by_subset
+from rm.evaluation.eval_result import build_result, strict_pairs
+from rm.evaluation.gather import shut_down
+from rm.evaluation.markdown import has_groups, render_markdown
+from rm.evaluation.split_rewards import item_rewards, score_split
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model
-from rm.model.probe import choose_layout
-from rm.model.reward import RewardModel
 from rm.tokens.encode import encode_kept
-from rm.tokens.store import EncodedSplit
 
 log = logging.getLogger("rm")
 
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
+GROUP_PLOT = "groups.png"
+"""Top-1 and best-of-K beside pairwise accuracy, per subset: drawn where the data has groups (`has_groups`)."""
 
 
 @dataclass
@@ -129,48 +126,6 @@ def training_overlap(model: str, data: DataConfig) -> str:
     )
 
 
-def build_result(pairs: list[Pair], chosen: np.ndarray, rejected: np.ndarray, samples: int, seed: int) -> dict:
-    """eval.json's numbers for `pairs` and their rewards (same order)."""
-    len_c = np.array([len(p.chosen) for p in pairs], dtype=float)
-    len_r = np.array([len(p.rejected) for p in pairs], dtype=float)
-    names = sorted({p.subset for p in pairs})
-    subset_ids = np.array([names.index(p.subset) for p in pairs], dtype=int)
-
-    def summary(mask):
-        return metrics.pair_summary(chosen[mask], rejected[mask], len_c[mask], len_r[mask], samples=samples, seed=seed)
-
-    def diff_bins(mask):
-        return metrics.length_diff_bins(chosen[mask], rejected[mask], len_c[mask], len_r[mask])
-
-    return {
-        **by_subset(summary, subset_ids, names),
-        "calibration": {"bins": metrics.calibration_bins(chosen, rejected)},
-        "length_bins": by_subset(diff_bins, subset_ids, names),
-    }
-
-
-def score_pairs(
-    model: torch.nn.Module, encoded: EncodedSplit, pad: int, batch_size: int, accelerator: Accelerator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, rejected) rewards of every encoded pair exactly once, in its order, on every process.
-
-    Training's eval path: its layout (shared-prefix packing where the model reproduces separate forwards
-    with it) and its eval plan, each process running its share of the very micro-batches one process would
-    (`EvalBatches`; the loader is not prepared, since accelerate's sharding is a second plan), so a pair's
-    reward comes from the same tensors under any number of processes. A process short of a micro-batch in
-    the last round scores a pair again; gathering keeps one reward per pair index.
-    """
-    layout = choose_layout(model, "auto", pad)[0] if isinstance(model, RewardModel) else "padded"
-    collate = SharedCollator(pad) if layout == "shared" else PaddedCollator(pad)
-    plan = PairBatches(encoded, layout, batch_size, shuffle=False)
-    batches = EvalBatches(plan, accelerator.process_index, accelerator.num_processes)
-    gathered = gather_rewards(model, DataLoader(encoded, batch_sampler=batches, collate_fn=collate), accelerator)
-    # Each pair exactly once (indices 0..n-1, each once), or the numbers made from them would be wrong.
-    if not torch.equal(gathered["index"], torch.arange(len(encoded))):
-        raise RuntimeError(f"gathered {len(gathered['index'])} rewards for {len(encoded)} pairs")
-    return gathered["chosen"], gathered["rejected"]
-
-
 def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalOptions) -> dict:
     """Score the eval pairs of `data` (`rm.data.load.eval_pairs`) with `model` on every process.
 
@@ -187,63 +142,92 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     overlap = training_overlap(model, data)
     if overlap and accelerator.is_main_process:
         log.warning("warning: %s", overlap)
-    pairs = eval_pairs(data, tokenizer, report)
+    items = eval_pairs(data, tokenizer, report)
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
     check_positions(max_length, reward_model.hf.config, "--max-length", model)
 
-    # Training's encoder, with the position of every pair it keeps (it drops a pair whose responses alone
-    # exceed max_length); each dropped one is listed in eval.json. A kept pair's index is its position among
-    # the kept pairs: how gathering puts the rewards in order.
-    names = sorted({p.subset for p in pairs})
-    encoded, rep, positions = encode_kept(pairs, tokenizer, max_length, names)
-    kept = [pairs[k] for k in positions.tolist()]
-    dropped = [pairs[k].origin for k in sorted(set(range(len(pairs))) - set(positions.tolist()))]
+    # Training's encoder, with the position of every item it keeps (it drops a pair whose responses alone
+    # exceed max_length, and a group left with nothing to compare); each dropped one is listed in eval.json. A
+    # kept item's index is its position among the kept ones: how gathering puts the rewards in order.
+    names = sorted({p.subset for p in items})
+    encoded, rep, positions = encode_kept(items, tokenizer, max_length, names)
+    kept = [items[k] for k in positions.tolist()]
+    dropped = [items[k].origin for k in sorted(set(range(len(items))) - set(positions.tolist()))]
     if not kept:
-        raise DataError(f"{data.source}: no pairs to evaluate ({len(pairs)} loaded, {len(dropped)} too long)")
-    chosen, rejected = score_pairs(reward_model, encoded, tokenizer.pad_token_id, options.batch_size, accelerator)
+        raise DataError(f"{data.source}: no pairs to evaluate ({len(items)} loaded, {len(dropped)} too long)")
+    gathered = score_split(reward_model, encoded, tokenizer.pad_token_id, options.batch_size, accelerator)
     if not accelerator.is_main_process:
         shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
         return {}
 
-    c, r = chosen.double().numpy(), rejected.double().numpy()
-    result = build_result(kept, c, r, options.samples, options.seed)
+    rewards = item_rewards(kept, encoded, gathered, tokenizer)
+    result = build_result(kept, rewards, options.samples, options.seed)
+    grouped = has_groups(result["overall"])
     result["eval"] = {
         "model": model,
         "data": describe_data(data, report),
         "training_data": overlap or None,
-        "pairs_loaded": len(pairs),
+        "pairs_loaded": len(items),
         "records_skipped": report.skipped_counts(),
         "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
         "pairs_dropped_too_long": len(dropped),
         "dropped": dropped,
+        "responses_dropped_too_long": rep.responses_dropped,
         "prompts_truncated": rep.prompt_truncated,
         "max_length": max_length,
         "length_unit": "characters of the response",
-        "bootstrap": {"samples": options.samples, "seed": options.seed, "level": 0.95, "method": "percentile"},
+        "bootstrap": {
+            "samples": options.samples,
+            "seed": options.seed,
+            "level": 0.95,
+            "method": "percentile",
+            "over": "prompts",
+        },  # fmt: skip
         "calibration_bins": len(result["calibration"]["bins"]),
         "processes": accelerator.num_processes,
         "seconds": round(time.perf_counter() - started, 1),
-        "plots": list(PLOTS),
+        "plots": list(PLOTS) + ([GROUP_PLOT] if grouped else []),
     }
-    write_report(Path(out), result, kept, c, r, options.seed)
+    write_report(Path(out), result, kept, rewards, options.seed)
     shut_down(accelerator)
     return result
 
 
-def write_report(out: Path, result: dict, kept: list[Pair], c: np.ndarray, r: np.ndarray, seed: int) -> None:
-    """eval.json, rewards.jsonl (one line per pair of `kept`, rewards `c` and `r`), the plots and report.md."""
+def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.ndarray], seed: int) -> None:
+    """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots and report.md.
+
+    A pair's line holds `chosen_reward` and `rejected_reward` (with their lengths), a group's `rewards` in its
+    order (null for a response too long to score), its `rank` and lengths."""
     out.mkdir(parents=True, exist_ok=True)
     metrics.write_eval(out / EVAL, result)
     with open(out / "rewards.jsonl", "w", encoding="utf-8") as f:
-        for p, rc, rr in zip(kept, c.tolist(), r.tolist(), strict=True):
-            row = {"origin": p.origin, "subset": p.subset, "chosen_reward": rc, "rejected_reward": rr}
-            f.write(json.dumps(row | {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}) + "\n")
-    subset_of = np.array([p.subset for p in kept])
-    rewards = {n: (c[subset_of == n], r[subset_of == n]) for n in result["subsets"]}
-    lengths = tuple(np.array([len(getattr(p, k)) for p in kept], dtype=float) for k in ("chosen", "rejected"))
+        for p, r in zip(kept, rewards, strict=True):
+            row = {"origin": p.origin, "subset": p.subset}
+            if isinstance(p, Pair):
+                row |= {"chosen_reward": r[0], "rejected_reward": r[1]}
+                row |= {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}
+                row |= {"tie": True} if p.tie else {}
+            else:
+                row |= {"rewards": metrics.json_safe(r.tolist()), "rank": list(p.rank)}
+                row |= {"chars": [len(t) for t in p.responses]}
+            f.write(json.dumps(row) + "\n")
+    # Per subset, the rewards of the best-ranked responses against the others': a pair's chosen and rejected.
+    rewards_of: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in result["subsets"]}
+    for p, r in zip(kept, rewards, strict=True):
+        scored = ~np.isnan(r)
+        rank = np.array(rank_of(p))
+        best = rank == rank[scored].min()
+        rewards_of[p.subset][0].extend(r[best & scored].tolist())
+        rewards_of[p.subset][1].extend(r[~best & scored].tolist())
+    hist = {n: (np.array(b), np.array(w)) for n, (b, w) in rewards_of.items()}
+    grouped = has_groups(result["overall"])
+    labels = ("best-ranked", "others") if grouped else ("chosen", "rejected")
+    lengths = strict_pairs(kept, rewards)[1:]
     plots.accuracy_plot(result, out / PLOTS[0])
     plots.calibration_plot(result, out / PLOTS[1])
-    plots.reward_hist_plot(rewards, result, out / PLOTS[2])
-    plots.length_plot(result, (c, r, *lengths), out / PLOTS[3], seed=seed)
+    plots.reward_hist_plot(hist, result, out / PLOTS[2], labels=labels)
+    plots.length_plot(result, lengths, out / PLOTS[3], seed=seed)
+    if grouped:
+        plots.group_plot(result, out / GROUP_PLOT)
     (out / "report.md").write_text(render_markdown(result))

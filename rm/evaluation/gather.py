@@ -1,7 +1,8 @@
-"""Held-out evaluation across processes: accuracy overall and per subset, with counts and mean reward gap.
+"""Held-out evaluation across processes: accuracy overall and per subset, with counts and mean reward gap, and
+the group metrics (top-1, best-of-K, Kendall tau, ties) beside them.
 
-Rewards are gathered across processes with each pair's index in its split and repeats dropped, so
-every example counts exactly once whatever the batch sizes and the number of processes. `shut_down`
+Every response's reward is gathered across processes with its group's index in its split, and repeats
+dropped, so every group counts exactly once whatever the batch sizes and the number of processes. `shut_down`
 ends the process group cleanly after training or a multi-process `rm eval`.
 """
 
@@ -16,8 +17,8 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from rm.data.heap import trim_heap
-from rm.evaluation.summary import summarize_by_subset
-from rm.model.reward import pair_rewards
+from rm.evaluation.summary import summarize_groups
+from rm.model.reward import group_rewards
 
 TRIM_EVERY = 4
 """On the CPU, eval batches of ever different shapes leave glibc's heap fragmented and growing: an 8,000-pair
@@ -25,18 +26,31 @@ eval in 16,384-token batches took RSS from 913 to 1,141 MiB (issue 12). Trimming
 eval's peak 91 MiB lower for 6% more eval time on that 1-layer model (every batch: 105 MiB, 31%)."""
 
 
+COPY = 1 << 40
+"""A scored group's copy tag is process_index * COPY + its position in that process's stream: unique across
+processes, and ordered as the gathered streams are (process by process), so the copy kept is the first."""
+
+
 @torch.no_grad()
 def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, torch.Tensor]:
-    """Every eval pair's rewards exactly once, in split order, on every process.
+    """Every eval group's rewards exactly once, in split order, on every process.
 
     Batches differ in size (token budgets), and a process short of a batch in the last round scores
-    a pair again so that every process runs the same number (rm/collate/shard.py's EvalBatches, or
-    accelerate's prepared loaders); so each process keeps its pairs with their split index, the lists
-    are gathered once at the end, and repeats are dropped by index. The model's train/eval mode is restored.
+    a group again so that every process runs the same number (rm/collate/shard.py's EvalBatches, or
+    accelerate's prepared loaders); so each process keeps its groups with their split index and a tag of the
+    copy it scored, the lists are gathered once at the end, and for each index one copy is kept, its
+    responses and comparisons with it. The model's train/eval mode is restored. Returns, on the CPU:
+
+        index, subset, prompt      [groups]       split index (0..n-1 when nothing is missing), subset id, prompt id
+        reward, group, slot, rank  [responses]    by group, then slot k: its reward, group (row of `index`), k, rank
+        pair_group, a, b, tie      [comparisons]  by group, in the batch's order: a beats b, or ties it (tie)
+        chosen, rejected           [strict pairs] the rewards of a and b of each comparison that is not a tie
     """
     was_training = model.training
     model.eval()
-    parts: dict[str, list[torch.Tensor]] = {"index": [], "chosen": [], "rejected": [], "subset": []}
+    # Long columns: groups (index, subset, prompt, copy), responses (copy, slot, rank), comparisons (copy, a, b, tie).
+    parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": [], "pairs": []}
+    seen = 0
     # An 8,000-pair eval runs minutes on a CPU: a bar on the main process (redrawn every 10 s into a log file).
     interval = 0.1 if sys.stderr.isatty() else 10.0
     quiet = not accelerator.is_main_process
@@ -45,29 +59,85 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
             trim_heap()
         batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
-        c, r = pair_rewards(model, batch)
-        parts["index"].append(batch["pair_index"])
-        parts["chosen"].append(c.detach())
-        parts["rejected"].append(r.detach())
-        parts["subset"].append(batch["subset_ids"])
+        rewards = group_rewards(model, batch).detach()
+        copy = accelerator.process_index * COPY + seen + torch.arange(len(batch["pair_index"]), device=rewards.device)
+        seen += len(batch["pair_index"])
+        slot = batch["response_slot"].long()
+        columns = (batch["pair_index"], batch["subset_ids"], batch["prompt_id"], copy)
+        parts["groups"].append(torch.stack([c.long() for c in columns], 1))
+        parts["responses"].append(torch.stack([copy[batch["response_group"]], slot, batch["response_rank"].long()], 1))
+        parts["reward"].append(rewards)
+        for group, a, b, tie in (("pair_group", "better", "worse", 0), ("tie_group", "tie_a", "tie_b", 1)):
+            c = copy[batch[group]]
+            parts["pairs"].append(torch.stack([c, slot[batch[a]], slot[batch[b]], torch.full_like(c, tie)], 1))
     model.train(was_training)
     device = accelerator.device
-    local = {k: torch.cat(v).to(device) if v else torch.empty(0, device=device) for k, v in parts.items()}
-    local["index"], local["subset"] = local["index"].long(), local["subset"].long()
+    width = {"groups": 4, "responses": 3, "pairs": 4}
+    local = {
+        k: torch.cat(v).to(device) if v else torch.empty((0, width[k]) if k in width else 0, device=device)
+        for k, v in parts.items()
+    }
+    local = {k: v if k == "reward" else v.long() for k, v in local.items()}
     if accelerator.num_processes > 1:
         local = {k: accelerator.gather(accelerator.pad_across_processes(v, pad_index=-1)) for k, v in local.items()}
-    local = {k: v.cpu() for k, v in local.items()}
-    order = torch.argsort(local["index"], stable=True)
-    local = {k: v[order] for k, v in local.items()}
-    index = local["index"]
-    first = (index >= 0) & torch.cat([torch.ones(1, dtype=torch.bool), index[1:] != index[:-1]])
-    return {k: v[first] for k, v in local.items()}
+    return first_copies({k: v.cpu() for k, v in local.items()})
+
+
+def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`gather_rewards`'s result from the gathered columns (rows of index or copy -1 are padding): for each split
+    index the copy of the lowest tag, in split order."""
+    groups = parts["groups"][parts["groups"][:, 0] >= 0]
+    groups = groups[torch.argsort(groups[:, 3], stable=True)]
+    groups = groups[torch.argsort(groups[:, 0], stable=True)]  # by index, each index's copies in tag order
+    first = torch.ones(len(groups), dtype=torch.bool)
+    first[1:] = groups[1:, 0] != groups[:-1, 0]
+    groups = groups[first]
+    # Kept copies' tags, sorted, with an end mark above every tag so that a lookup past the last stays in range.
+    tags, row_of_tag = torch.sort(groups[:, 3])
+    tags = torch.cat([tags, torch.full((1,), torch.iinfo(torch.long).max)])
+    row_of_tag = torch.cat([row_of_tag, torch.zeros(1, dtype=torch.long)])
+
+    def rows(copy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group (row) of each copy tag that is a kept copy, and the mask of those."""
+        at = torch.searchsorted(tags, copy.contiguous())
+        kept = tags[at] == copy
+        return row_of_tag[at][kept], kept
+
+    responses, reward = parts["responses"], parts["reward"]
+    row, kept = rows(responses[:, 0])
+    responses, reward = torch.cat([row[:, None], responses[kept, 1:]], 1), reward[kept]
+    order = torch.argsort(responses[:, 1], stable=True)
+    order = order[torch.argsort(responses[order, 0], stable=True)]  # by group, then slot
+    responses, reward = responses[order], reward[order]
+    row, kept = rows(parts["pairs"][:, 0])
+    pairs = torch.cat([row[:, None], parts["pairs"][kept, 1:]], 1)
+    pairs = pairs[torch.argsort(pairs[:, 0], stable=True)]
+    # Where each group's responses start: a comparison's rewards are at start + slot.
+    start = torch.cumsum(torch.bincount(responses[:, 0], minlength=len(groups)), 0)
+    start = torch.cat([torch.zeros(1, dtype=torch.long), start[:-1]])
+    tie = pairs[:, 3].bool()
+    better, worse = reward[start[pairs[:, 0]] + pairs[:, 1]], reward[start[pairs[:, 0]] + pairs[:, 2]]
+    return {
+        "index": groups[:, 0],
+        "subset": groups[:, 1],
+        "prompt": groups[:, 2],
+        "reward": reward,
+        "group": responses[:, 0],
+        "slot": responses[:, 1],
+        "rank": responses[:, 2],
+        "pair_group": pairs[:, 0],
+        "a": pairs[:, 1],
+        "b": pairs[:, 2],
+        "tie": tie,
+        "chosen": better[~tie],
+        "rejected": worse[~tie],
+    }
 
 
 def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator, subsets: list[str]) -> dict:
-    """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set."""
-    g = gather_rewards(model, loader, accelerator)
-    return summarize_by_subset({"chosen": g["chosen"], "rejected": g["rejected"], "subset_ids": g["subset"]}, subsets)
+    """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set: the pairwise numbers over its
+    strictly ordered pairs and the group metrics (rm/evaluation/ranking_metrics.py) beside them."""
+    return summarize_groups(gather_rewards(model, loader, accelerator), subsets)
 
 
 def format_table(result: dict) -> str:

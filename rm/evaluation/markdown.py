@@ -1,7 +1,7 @@
 """The text of `rm eval`'s report: the console table and report.md, both from eval.json's dict.
 
-Kept apart from the scoring (rm/evaluation/eval_report.py) so the words and tables can change without
-touching how the numbers are made; every figure report.md shows is one of `eval_report.PLOTS`.
+Kept apart from the scoring (rm/evaluation/split_rewards.py, eval_result.py) so the words and tables can change
+without touching how the numbers are made; every figure report.md shows is one of `eval_report.PLOTS`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ import math
 
 def _rows(result: dict) -> list[tuple[str, dict]]:
     return list(result["subsets"].items()) + [("overall", result["overall"])]
+
+
+def has_groups(summary: dict) -> bool:
+    """Whether the data holds more than pairs: a group of three or more responses (more strictly ordered pairs
+    than groups) or a tie. Pairs alone keep the pairwise report; the group metrics are in eval.json either way."""
+    return bool(summary.get("tied_pairs") or summary.get("n", 0) > summary.get("groups", summary.get("n", 0)))
 
 
 def format_table(result: dict) -> str:
@@ -29,6 +35,14 @@ def format_table(result: dict) -> str:
             f"{name:<{w}}  {m['n']:5d}  {m['accuracy']:8.4f}  [{lo:.4f}, {hi:.4f}]  {m['ece']:.4f}  "
             f"{m['longer_chosen_rate']:11.4f}  {rule:<21}  {m['reward_length_spearman']:15.4f}"
         )
+    if has_groups(result["overall"]):
+        head = f"{'subset':<{w}}  groups  prompts  tied  top-1   best-of-K  Kendall tau"
+        lines += ["", head, "-" * len(head)]
+        lines += [
+            f"{name:<{w}}  {m['groups']:6d}  {m['prompts']:7d}  {m['tied_pairs']:4d}  {_f(m['top1_accuracy'], 4):>6}  "
+            f"{_f(m['best_of_k_accuracy'], 4):>9}  {_f(m['kendall_tau'], 4):>11}"
+            for name, m in rows
+        ]
     return "\n".join(lines)
 
 
@@ -45,13 +59,11 @@ def render_markdown(result: dict) -> str:
         "",
         f"- model: `{e['model']}`",
         f"- data: {e['data']}",
-        f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {e['pairs_dropped_too_long']} dropped because "
-        f"they cannot fit max_length={e['max_length']} tokens with a token of their prompt (listed in eval.json); "
-        f"{e['prompts_truncated']} prompts lost leading turns to fit",
+        scored_line(o, e),
         f"- bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
         f"{e['records_skipped'] or ''} (listed in eval.json)",
-        f"- intervals: {e['bootstrap']['method']} bootstrap, {e['bootstrap']['samples']} resamples, seed "
-        f"{e['bootstrap']['seed']}; lengths in {e['length_unit']}",
+        f"- intervals: {e['bootstrap']['method']} bootstrap over prompts ({o['prompts']}), "
+        f"{e['bootstrap']['samples']} resamples, seed {e['bootstrap']['seed']}; lengths in {e['length_unit']}",
         "",
         "## Accuracy",
         "",
@@ -72,7 +84,10 @@ def render_markdown(result: dict) -> str:
             f"{_f(m['accuracy_chosen_longer'])} ({m['n_chosen_longer']}) | "
             f"{_f(m['accuracy_chosen_shorter'])} ({m['n_chosen_shorter']}) |"
         )
-    md += ["", "![accuracy per subset](accuracy.png)", "", "## Calibration", ""]
+    md += ["", "![accuracy per subset](accuracy.png)", ""]
+    if has_groups(o):
+        md += group_section(result)
+    md += ["## Calibration", ""]
     md += [
         "P(chosen) = sigmoid(r_chosen - r_rejected). Confidence is max(P, 1 - P), binned on [0.5, 1]; ECE is the",
         "pair-weighted mean |accuracy - confidence| over the bins (0 is perfectly calibrated).",
@@ -103,3 +118,42 @@ def render_markdown(result: dict) -> str:
     ]
     md += ["", "![length bias](length_bias.png)", ""]
     return "\n".join(md)
+
+
+def scored_line(o: dict, e: dict) -> str:
+    """What was scored of what was loaded, in pairs, or in groups where the data has them."""
+    dropped = (
+        f"{e['pairs_dropped_too_long']} dropped because they cannot fit max_length={e['max_length']} tokens with a "
+        f"token of their prompt (listed in eval.json); {e['prompts_truncated']} prompts lost leading turns to fit"
+    )
+    if not has_groups(o):
+        return f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {dropped}"
+    lost = e.get("responses_dropped_too_long", 0)
+    return (
+        f"- groups: {o['groups']} scored of {e['pairs_loaded']} loaded ({o['prompts']} prompts, {o['n']} strictly "
+        f"ordered pairs, {o['tied_pairs']} tied pairs); {dropped}; {lost} responses left their groups to fit"
+    )
+
+
+def group_section(result: dict) -> list[str]:
+    """report.md's group metrics: one row per subset and overall, and their figure."""
+    md = [
+        "## Groups",
+        "",
+        "Accuracy above is over every strictly ordered pair of a group, the better response as the chosen one;",
+        "tied pairs are not in it. *Top-1*: the highest reward went to a best-ranked response. *Best-of-K*: every",
+        "best-ranked response beats every other one (RewardBench 2's count). *Kendall tau*: tau-b between rewards",
+        "and ranks, the mean over groups. The mean absolute reward difference of tied pairs stands beside that of",
+        "strict pairs (a model that sees the ties scores them closer).",
+        "",
+        "| subset | groups | prompts | pairs | accuracy | top-1 | best-of-K | Kendall tau | tied pairs | tied: mean "
+        "abs. diff | strict: mean abs. diff |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, m in _rows(result):
+        md.append(
+            f"| {name} | {m['groups']} | {m['prompts']} | {m['n']} | {_f(m['accuracy'])} | {_f(m['top1_accuracy'])} | "
+            f"{_f(m['best_of_k_accuracy'])} | {_f(m['kendall_tau'])} | {m['tied_pairs']} | "
+            f"{_f(m['tie_mean_abs_diff'])} | {_f(m['strict_mean_abs_diff'])} |"
+        )
+    return md + ["", "![group metrics per subset](groups.png)", ""]

@@ -61,6 +61,34 @@ def accuracy_plot(result: dict, path: str | Path) -> Path:
     return save(fig, path)
 
 
+def group_plot(result: dict, path: str | Path) -> Path:
+    """Per subset, pairwise accuracy, top-1 and best-of-K side by side, with the pairwise 95% interval."""
+    groups = _groups(result)
+    fig, ((ax,),) = new_figure(max(5.0, 1.6 * len(groups) + 2), 4.2)
+    x = np.arange(len(groups))
+    series = [("accuracy", "pairwise accuracy", RM), ("top1_accuracy", "top-1", "tab:green"),
+              ("best_of_k_accuracy", "best-of-K", "tab:purple")]  # fmt: skip
+    w = 0.8 / len(series)
+    for k, (key, label, color) in enumerate(series):
+        vals = np.array([m[key] for _, m in groups], dtype=float)
+        pos = x - 0.4 + w * (k + 0.5)
+        ax.bar(pos, np.nan_to_num(vals), width=w, color=color, label=label)
+        for p, v in zip(pos, vals, strict=True):
+            ax.text(p, np.nan_to_num(v) + 0.01, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", fontsize=7)
+    acc = np.array([m["accuracy"] for _, m in groups], dtype=float)
+    lo = np.array([m["accuracy_ci95"][0] for _, m in groups], dtype=float)
+    hi = np.array([m["accuracy_ci95"][1] for _, m in groups], dtype=float)
+    ax.errorbar(x - 0.4 + w / 2, acc, yerr=[acc - lo, hi - acc], fmt="none", ecolor="black", capsize=4,
+                label="95% CI (prompts resampled)")  # fmt: skip
+    ax.set_xticks(x, [f"{name}\n{m['groups']} groups\n{m['n']} pairs" for name, m in groups])
+    ax.set_ylim(0, 1.3)
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.set_ylabel("rate")
+    ax.set_title("Groups: pairwise accuracy, top-1 and best-of-K per subset")
+    ax.legend(loc="upper center", fontsize=8, ncols=4)
+    return save(fig, path)
+
+
 def calibration_plot(result: dict, path: str | Path) -> Path:
     """Reliability diagram of max(P, 1-P) against accuracy, with the pair count of each bin below it."""
     bins = [b for b in result["calibration"]["bins"] if b["n"]]
@@ -87,8 +115,14 @@ def calibration_plot(result: dict, path: str | Path) -> Path:
     return save(fig, path)
 
 
-def reward_hist_plot(rewards: dict[str, tuple[np.ndarray, np.ndarray]], result: dict, path: str | Path) -> Path:
-    """Per subset, overlaid histograms of the chosen and the rejected rewards on shared bins."""
+def reward_hist_plot(
+    rewards: dict[str, tuple[np.ndarray, np.ndarray]],
+    result: dict,
+    path: str | Path,
+    labels: tuple[str, str] = ("chosen", "rejected"),
+) -> Path:
+    """Per subset, overlaid histograms of the chosen and the rejected rewards on shared bins (for groups, of the
+    best-ranked responses and the others, named by `labels`)."""
     names = list(rewards)
     cols = min(3, len(names))
     rows = -(-len(names) // cols)
@@ -99,16 +133,18 @@ def reward_hist_plot(rewards: dict[str, tuple[np.ndarray, np.ndarray]], result: 
         chosen, rejected = rewards[name]
         both = np.concatenate([chosen, rejected])
         edges = np.histogram_bin_edges(both, bins=min(40, max(5, len(both) // 10)))
-        ax.hist(chosen, bins=edges, color=RM, alpha=0.55, label=f"chosen (mean {chosen.mean():.2f})")
-        ax.hist(rejected, bins=edges, color=REJECTED, alpha=0.55, label=f"rejected (mean {rejected.mean():.2f})")
-        ax.axvline(chosen.mean(), color=RM, lw=1.5)
-        ax.axvline(rejected.mean(), color=REJECTED, lw=1.5)
+        drawn = [(v, color, label) for v, color, label in ((chosen, RM, labels[0]), (rejected, REJECTED, labels[1]))
+                 if len(v)]  # fmt: skip
+        for values, color, label in drawn:
+            ax.hist(values, bins=edges, color=color, alpha=0.55, label=f"{label} (mean {values.mean():.2f})")
+        for values, color, _ in drawn:
+            ax.axvline(values.mean(), color=color, lw=1.5)
         m = result["subsets"][name]
         ax.set_title(f"{name} (n={m['n']}, accuracy {m['accuracy']:.3f})", fontsize=10)
         ax.set_xlabel("reward")
         ax.set_ylabel("responses")
         ax.legend(fontsize=8)
-    fig.suptitle("Rewards of chosen and rejected responses")
+    fig.suptitle(f"Rewards of {labels[0]} and {labels[1]} responses")
     return save(fig, path)
 
 

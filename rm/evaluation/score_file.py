@@ -2,10 +2,13 @@
 
 `python -m rm score --model M --input FILE [--out FILE]` reads records one window at a time (through
 the same reader training uses, `rm.data.sources`), so memory stays bounded by the window whatever the
-file's size, and writes each record back with its reward(s) added, in input order.
+file's size, and writes each record back with its reward(s) added, in input order. A record of K responses to
+one prompt (UltraFeedback, Nectar, RewardBench 2, the generic `responses` layout: detected as training detects
+them) gets `rewards`, one per response in the record's order, its prompt computed once where the layout shares.
 
-Each text becomes a `ScoreSeq` (prompt ids, response ids), fitted into `max_length` by the rule training
-and `rm eval` use (`rm/tokens/truncation.py`), so a long conversation gets the reward they give it; a `Layout`
+Which texts a record asks to score is `rm.evaluation.record_texts`; this module turns them into rewards. Each
+text becomes a `ScoreSeq` (prompt ids, response ids), fitted into `max_length` by the rule training and `rm eval`
+use (`rm/tokens/truncation.py`), so a long conversation gets the reward they give it; a `Layout`
 (`rm/collate/scoring.py`) turns a list of them into a batch and the batch into one reward per sequence.
 """
 
@@ -16,7 +19,7 @@ import json
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,12 +28,13 @@ from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
 from rm.data.data_report import DataReport
-from rm.data.formats.chat import Renderer, messages_from
-from rm.data.formats.hh import ASSISTANT, split_pair
+from rm.data.formats.chat import Renderer
 from rm.data.sources import count_records, read_file
 from rm.errors import ConfigError, RecordError
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.store import same_ids
 from rm.tokens.tokenizer import special_prefix
 from rm.tokens.truncation import later_turns, truncate_group
 
@@ -42,89 +46,6 @@ def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
     if isinstance(model, RewardModel) and choose_layout(model, "auto", pad_token_id)[0] == "shared":
         return PackedScoring(pad_token_id)
     return PaddedLayout(pad_token_id)
-
-
-class ScoreText(NamedTuple):
-    """One text a record asks to score."""
-
-    key: str
-    """The output field its reward goes to (`reward`, `chosen_reward`, `rejected_reward`)."""
-    prompt: str
-    response: str
-    turn_starts: tuple[int, ...] | None = None
-    """Where the prompt's user turns start (a chat template's text), so a long prompt is cut at its own
-    turns; None: at its "\\n\\nHuman:" tags (HH text)."""
-
-
-def split_last_turn(text: str) -> tuple[str, str]:
-    """(prompt, response): the prompt runs to the last "\\n\\nAssistant:" tag; without a tag it is empty."""
-    cut = text.rfind(ASSISTANT)
-    if cut < 0:
-        return "", text
-    return text[: cut + len(ASSISTANT)], text[cut + len(ASSISTANT) :]
-
-
-def texts_of(record: Any, origin: str, field: str = "", renderer: Renderer | None = None) -> list[ScoreText]:
-    """Each text a record asks to score.
-
-    `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
-    attempts), `text`, `prompt`+`response`, `chosen`+`rejected` (HH pairs, prompt/chosen/rejected, or
-    message lists as training reads them, rendered by `renderer`; scored as two texts: `chosen_reward`
-    and `rejected_reward`). A record that cannot be scored raises RecordError (stop, or skip and count).
-    """
-    if not isinstance(record, dict):
-        raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
-
-    def text(name: str) -> str:
-        value = record.get(name)
-        if not isinstance(value, str):
-            got = "missing" if name not in record else f"a {type(value).__name__}"
-            raise RecordError("not_a_string", f"field {name!r} must be a string, got {got}", name)
-        return value
-
-    texts = _texts(record, field, text, renderer)
-    for t in texts:  # training refuses a pair whose answer is blank (rm/data/formats/pair.py): so does scoring
-        if t.prompt and not t.response.strip():
-            where = {"reward": field or "response", "chosen_reward": "chosen", "rejected_reward": "rejected"}[t.key]
-            raise RecordError("empty_response", f"field {where!r} has an empty response after the prompt", where)
-    return texts
-
-
-def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Renderer | None) -> list[ScoreText]:
-    """`texts_of`'s choice of fields, in its order."""
-    if field:
-        return [ScoreText("reward", *split_last_turn(text(field)))]
-    for name in ("transcript", "text"):
-        if name in record:
-            return [ScoreText("reward", *split_last_turn(text(name)))]
-    if "response" in record:
-        return [ScoreText("reward", text("prompt") if "prompt" in record else "", text("response"))]
-    if isinstance(record.get("chosen"), list) or isinstance(record.get("rejected"), list):
-        rendered = (renderer or Renderer()).pair(
-            messages_from(record.get("chosen"), "chosen"), messages_from(record.get("rejected"), "rejected")
-        )
-        return [
-            ScoreText("chosen_reward", rendered.prompt, rendered.chosen, rendered.turn_starts),
-            ScoreText("rejected_reward", rendered.prompt, rendered.rejected, rendered.turn_starts),
-        ]
-    if "chosen" in record or "rejected" in record:
-        chosen, rejected = text("chosen"), text("rejected")
-        if "prompt" in record:
-            prompt = text("prompt")
-            return [ScoreText("chosen_reward", prompt, chosen), ScoreText("rejected_reward", prompt, rejected)]
-        try:
-            prompt, chosen, rejected = split_pair(chosen, rejected)
-        except ValueError:  # identical or unsplittable: score the two conversations whole
-            return [
-                ScoreText("chosen_reward", *split_last_turn(chosen)),
-                ScoreText("rejected_reward", *split_last_turn(rejected)),
-            ]
-        return [ScoreText("chosen_reward", prompt, chosen), ScoreText("rejected_reward", prompt, rejected)]
-    raise RecordError(
-        "no_text",
-        "no text to score: expected a 'transcript', 'text', 'prompt'+'response' or 'chosen'+'rejected' field "
-        f"(or name one with --field); fields are {sorted(record)}",
-    )
 
 
 def encode_texts(
@@ -153,6 +74,7 @@ def encode_texts(
         for i, seq in zip(members, _truncated(ids, prompt, starts, responses, max_length, prefix), strict=True):
             if not len(seq):  # nothing to read a reward at (it would be a neighbour's token)
                 raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
+            seq.group = texts[i].key == GROUP_KEY
             seqs[i] = seq
     return [seqs[i] for i in range(len(texts))]
 
@@ -191,16 +113,38 @@ def score_seqs(
 
     Batches are cut after sorting by prompt (length, then ids) and response length: each batch pads to
     similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
-    (a batch boundary can still split such a group; the layout then simply shares less).
+    (`batches` keeps them in one batch, so the prompt is computed once).
     """
     order = sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
     out = [0.0] * len(seqs)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    for idx in batches(seqs, order, batch_size):
         batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}
         for i, r in zip(idx, layout.rewards(model, batch).tolist(), strict=True):
             out[i] = r
     return out
+
+
+def batches(seqs: list[ScoreSeq], order: list[int], batch_size: int) -> list[list[int]]:
+    """`order` cut into batches of at most `batch_size` sequences, never inside a run of one prompt's group
+    responses that fits a batch: a cut there would compute the prompt twice. A run longer than a batch fills
+    batches in turn. Texts and pairs are cut every `batch_size` as they always were (the same batches, the
+    same rewards to the last bit)."""
+    runs: list[list[int]] = []
+    for i in order:
+        last = seqs[runs[-1][-1]] if runs else None
+        if last is not None and last.group and seqs[i].group and same_ids(last.prompt_ids, seqs[i].prompt_ids):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    out: list[list[int]] = [[]]
+    for run in runs:
+        if out[-1] and len(out[-1]) + len(run) > batch_size >= len(run):
+            out.append([])
+        for i in run:
+            if len(out[-1]) == batch_size:
+                out.append([])
+            out[-1].append(i)
+    return [b for b in out if b]
 
 
 def score_file(
@@ -222,12 +166,12 @@ def score_file(
 
     At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
-    `chosen_reward` and `rejected_reward`) and, where a text did not fit `max_length` and lost turns or
-    tokens (`encode_texts`), `"truncated": true`. A bad
-    record stops the job naming file and line, or with `on_bad_record="skip"` is left out and counted
-    (`skipped` in the counts, by reason). The output is written as `<output>.partial` and renamed when
-    every record is done, so a file under the output's name is always complete; a job that stops removes
-    its `.partial`. An output that is the input, or that exists (unless `overwrite`), is refused up front.
+    `chosen_reward` and `rejected_reward`, or `rewards` for a K-response record) and, where a text did not
+    fit `max_length` and lost turns or tokens (`encode_texts`), `"truncated": true`. A bad record stops
+    the job naming file and line, or with `on_bad_record="skip"` is left out and counted (`skipped` in the
+    counts, by reason). The output is written as `<output>.partial` and renamed when every record is done,
+    so a file under the output's name is always complete; a job that stops removes its `.partial`. An
+    output that is the input, or that exists (unless `overwrite`), is refused up front.
     """
     check_output(Path(input_path), Path(output_path), overwrite)
     layout = layout or default_layout(model, tokenizer.pad_token_id)
@@ -256,7 +200,7 @@ def score_file(
                 seqs, keys, kept = [], [], []
                 for origin, record in chunk:
                     try:
-                        parts = texts_of(record, origin, field, renderer)
+                        parts = texts_of(record, origin, field, renderer, report)
                         encoded = encode_texts(tokenizer, parts, max_length, prefix)
                     except RecordError as e:
                         report.reject(origin, e)  # raises in error mode
@@ -267,7 +211,13 @@ def score_file(
                 rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
                 for record, names in zip(kept, keys, strict=True):
                     scored = [next(rewards) for _ in names]
-                    record.update({name: reward for name, (reward, _) in zip(names, scored, strict=True)})
+                    found: dict[str, Any] = {}
+                    for name, (reward, _) in zip(names, scored, strict=True):
+                        if name == GROUP_KEY:
+                            found.setdefault(name, []).append(reward)
+                        else:
+                            found[name] = reward
+                    record.update(found)
                     if any(seq.truncated for _, seq in scored):
                         record["truncated"] = True
                         counts["records_truncated"] += 1

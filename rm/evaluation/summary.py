@@ -1,11 +1,14 @@
 """Pair-level summaries, overall and per subset: the shape of every eval.json rm writes.
 
 Training's eval, an export's eval and `rm eval` all report `{"overall": {...}, "subsets": {name: {...}}}`;
-`by_subset` is the one place that splits rows by subset, so the three cannot disagree on it.
+`by_subset` is the one place that splits rows by subset, so the three cannot disagree on it. Where the
+eval set is groups (one prompt, K responses), the pairwise numbers are those of its strictly ordered pairs and
+`with_group_metrics` adds the group metrics beside them (rm/evaluation/ranking_metrics.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +16,7 @@ import numpy as np
 import torch
 
 from rm.evaluation.metrics import ece
+from rm.evaluation.ranking_metrics import score_flat, summarize_scores
 
 
 def summarize(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, Any]:
@@ -52,3 +56,44 @@ def summarize_by_subset(scores: dict[str, torch.Tensor], names: list[str]) -> di
     """eval.json's numbers from {"chosen", "rejected", "subset_ids"} rewards (each [pairs])."""
     c, r = scores["chosen"].float(), scores["rejected"].float()
     return by_subset(lambda m: summarize(c[m], r[m]), scores["subset_ids"], names)
+
+
+def with_group_metrics(pairwise: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
+    """The pairwise summary of a set's strict pairs with its group summary's other keys beside it: the pairwise
+    keys keep their values (both count accuracy and n over the same pairs), except the interval, which resamples
+    prompts (for one pair per prompt, the pairwise interval draw for draw). A group metric the set leaves undefined
+    (no tied pair to measure, no group with an order) is None, as eval.json writes it, so a result compares equal
+    to the file it was written to."""
+    undefined = {k for k, v in groups.items() if isinstance(v, float) and math.isnan(v)}
+    return pairwise | {k: None if k in undefined else v for k, v in groups.items() if k not in ("accuracy", "n")}
+
+
+def group_columns(gathered: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """`score_flat` of gathered rewards (rm/evaluation/gather.py's `gather_rewards`): each group scored once."""
+    counts = torch.bincount(gathered["group"], minlength=len(gathered["index"]))
+    start = (torch.cumsum(counts, 0) - counts)[gathered["pair_group"]]
+    return score_flat(
+        gathered["reward"].double().numpy(),
+        gathered["group"].numpy(),
+        gathered["rank"].numpy(),
+        gathered["pair_group"].numpy(),
+        (start + gathered["a"]).numpy(),
+        (start + gathered["b"]).numpy(),
+        gathered["tie"].numpy(),
+    )
+
+
+def summarize_groups(gathered: dict[str, torch.Tensor], names: list[str], samples: int = 1000, seed: int = 0) -> dict:
+    """eval.json's numbers from gathered rewards: per subset and overall, `summarize` of the strict pairs (for a
+    pairwise eval set exactly `summarize_by_subset`'s) with the group metrics beside them."""
+    c, r = gathered["chosen"].float(), gathered["rejected"].float()
+    strict_group = gathered["pair_group"][~gathered["tie"]]
+    columns = group_columns(gathered)
+    prompts = gathered["prompt"].numpy()
+
+    def summary(mask: torch.Tensor) -> dict:
+        rows = mask.numpy()
+        groups = summarize_scores({k: v[rows] for k, v in columns.items()}, prompts[rows], samples=samples, seed=seed)
+        return with_group_metrics(summarize(c[mask[strict_group]], r[mask[strict_group]]), groups)
+
+    return by_subset(summary, gathered["subset"], names)

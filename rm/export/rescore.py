@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 from rm.collate.padded import PaddedCollator
 from rm.config import RunConfig
 from rm.errors import ExportError
-from rm.model.reward import RewardModel, pair_rewards
+from rm.model.reward import RewardModel, group_rewards
 from rm.tokens.store import EncodedGroup
 
 
@@ -27,22 +27,31 @@ from rm.tokens.store import EncodedGroup
 def score_encoded(
     hf: PreTrainedModel, encoded: Sequence[EncodedGroup], pad_token_id: int, batch_size: int = 32
 ) -> dict[str, torch.Tensor]:
-    """{"chosen", "rejected", "subset_ids"}, each [pairs], in the order of `encoded`."""
+    """{"chosen", "rejected"} ([strictly ordered pairs]: the better and the worse response's rewards), "subset_ids"
+    (their groups' subsets) and "responses" (every response's reward once), in the order of `encoded`; and
+    "pairs_only", whether every group was a plain pair."""
     model = RewardModel(hf).eval()
     collate = PaddedCollator(pad_token_id)
-    chosen, rejected, subsets = [], [], []
+    chosen, rejected, subsets, responses, plain = [], [], [], [], True
     for start in range(0, len(encoded), batch_size):
         batch = {k: v.to(hf.device) for k, v in collate(encoded[start : start + batch_size]).items()}
-        c, r = pair_rewards(model, batch)
-        chosen.append(c.float().cpu())
-        rejected.append(r.float().cpu())
-        subsets.append(batch["subset_ids"].cpu())
-    return {"chosen": torch.cat(chosen), "rejected": torch.cat(rejected), "subset_ids": torch.cat(subsets)}
+        r = group_rewards(model, batch).float().cpu()
+        chosen.append(r[batch["better"].cpu()])
+        rejected.append(r[batch["worse"].cpu()])
+        subsets.append(batch["subset_ids"].cpu()[batch["pair_group"].cpu()])
+        responses.append(r)
+        plain = plain and len(r) == 2 * len(batch["subset_ids"]) == 2 * len(batch["better"])
+    cat = torch.cat
+    scores = {"chosen": cat(chosen), "rejected": cat(rejected), "subset_ids": cat(subsets), "responses": cat(responses)}
+    return scores | {"pairs_only": torch.tensor(plain)}
 
 
 def normalization(scores: dict[str, torch.Tensor], description: str) -> dict:
-    """Mean and (population) standard deviation of every chosen and rejected reward, pooled."""
-    rewards = torch.cat([scores["chosen"], scores["rejected"]]).double()
+    """Mean and (population) standard deviation of every response's reward: for pairs, every chosen and rejected
+    reward pooled (in that order, as before groups); a response of a larger group counts once, not per pair."""
+    plain = bool(scores.get("pairs_only", True))
+    pooled = [scores["chosen"], scores["rejected"]] if plain else [scores["responses"]]
+    rewards = torch.cat(pooled).double()
     std = rewards.std(unbiased=False).item()
     if not std > 0:
         raise ExportError(f"rewards over {description} have no spread (std {std}); cannot normalise")

@@ -27,6 +27,8 @@ from rm.config import RunConfig, load_config
 from rm.config.rundir import CHECKPOINTS, CONFIG, STATE, WEIGHTS, RunDir, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
+from rm.model.group_loss import learned_nu
+from rm.model.reward import transformers_model
 from rm.tokens.tokenizer import load_tokenizer, training_tokenizer
 
 log = logging.getLogger("rm")
@@ -153,11 +155,19 @@ def _strip(key: str) -> str:
     return key
 
 
+EXTRA_STATE = "tie_nu"
+"""A checkpoint's reward-model state beside the transformers weights: Davidson's learned nu (rm/model/objective.py),
+which an export keeps in config.json as `rm_davidson_nu`."""
+
+
 def load_weights(model: torch.nn.Module, weights: Path) -> None:
     """Load a safetensors state into `model`, matching names without wrapper prefixes; all or nothing."""
     target = {_strip(k): k for k in model.state_dict()}
     with safe_open(str(weights), framework="pt") as f:
         saved = {_strip(k): k for k in f.keys()}
+        if EXTRA_STATE in saved:
+            nu = learned_nu(f.get_tensor(saved.pop(EXTRA_STATE)).float())
+            transformers_model(model).config.rm_davidson_nu = float(nu)
         missing, unexpected = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
         if missing or unexpected:
             hint = ""

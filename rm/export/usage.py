@@ -37,7 +37,7 @@ def held_out_example(hf: Any, tokenizer: Any, groups: Sequence[Any], candidates:
     from rm.tokens.tokenizer import special_prefix
 
     first = [groups[i] for i in range(min(len(groups), 1024))]
-    pairs = sorted((g for g in first if len(g.response_ids) == 2), key=lambda g: len(g.prompt_ids) + len(g.chosen_ids)
+    pairs = sorted((g for g in first if list(g.rank) == [0, 1]), key=lambda g: len(g.prompt_ids) + len(g.chosen_ids)
                    + len(g.rejected_ids))[:candidates]  # fmt: skip
     if not pairs:
         return None

@@ -59,9 +59,11 @@ class RewardModel(nn.Module):
       is built here on the device, and `reward_index` gives the flat positions to read.
     """
 
-    def __init__(self, hf: nn.Module):
+    def __init__(self, hf: nn.Module, tie_nu: nn.Parameter | None = None):
         super().__init__()
         self.hf = hf  # a transformers model, or a peft PeftModel around one (LoRA)
+        self.tie_nu = tie_nu
+        """Davidson's learned tie weight before its softplus (rm/model/objective.py); None unless the loss learns it."""
         score_head(hf)  # fail at construction, not at the first batch, for models without one
 
     @property

@@ -28,9 +28,9 @@ from rm.config import DataConfig
 
 log = logging.getLogger("rm")
 
-VERSION = 2
+VERSION = 3
 """Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups,
-issue 24)."""
+issue 24; 3: K-response groups' scores, explicit pairs and prompt ids, issue 25)."""
 MARKER = "complete.json"
 STALE_TMP_S = 3600
 """A temporary folder older than this belongs to a process that died: removed by the next build."""

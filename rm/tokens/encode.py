@@ -9,20 +9,21 @@ Python lists (rm/tokens/store.py). The fitting rule is `rm/tokens/truncation.py`
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
-import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from rm.data.formats.pair import Pair
+from rm.data.formats.group import pairs_of, rank_of, responses_of, scores_of
 from rm.data.heap import trim_heap
-from rm.data.load import LoadedData
+from rm.data.load import Example, LoadedData
+from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
 from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
@@ -30,85 +31,7 @@ from rm.tokens.truncation import later_turns, needs_later_turns, truncate_group
 
 log = logging.getLogger("rm")
 
-QUANTILES = (50, 90, 95, 99, 100)
-
-
-def percentiles(values: list[int]) -> dict[str, int]:
-    """Nearest-rank percentiles: the smallest value with at least q% of the values at or below it."""
-    ordered = sorted(values)
-    if not ordered:
-        return {}
-    out = {f"p{q}": ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] for q in QUANTILES[:-1]}
-    return out | {"max": ordered[-1]}
-
-
-@dataclass
-class EncodeReport:
-    """What encoding did to one split, so nothing is changed or dropped without a count."""
-
-    kept: int = 0
-    prompt_truncated: int = 0
-    prompt_cut_inside_turn: int = 0
-    """Of those, prompts whose last turn alone was still too long, so its oldest tokens went too."""
-    too_long: list[str] = field(default_factory=list)
-    """Origins of pairs dropped because they cannot fit (a response alone too long, or no room for the prompt)."""
-    keeps_99: int = 0
-    """The smallest max_length at which 99% of the pairs fit whole (prefix + prompt + longer response), as
-    `rm data inspect` computes its percentiles: what the warning advises."""
-    pair_tokens: list[int] = field(default_factory=list, repr=False)
-    """Each pair's whole length before fitting (not stored: `keeps_99` is), so shares encoded apart merge."""
-
-    @property
-    def loaded(self) -> int:
-        return self.kept + len(self.too_long)
-
-    def note(self) -> dict:
-        """As the data report holds it (data_report.json's "encoding" entry, per split)."""
-        return {
-            "kept": self.kept,
-            "prompt_truncated": self.prompt_truncated,
-            "prompt_cut_inside_turn": self.prompt_cut_inside_turn,
-            "dropped_too_long": len(self.too_long),
-            "dropped_too_long_origins": self.too_long,
-            "keeps_99_max_length": self.keeps_99,
-        }
-
-    @classmethod
-    def from_note(cls, note: dict) -> EncodeReport:
-        return cls(note["kept"], note["prompt_truncated"], note["prompt_cut_inside_turn"],
-                   list(note["dropped_too_long_origins"]), note.get("keeps_99_max_length", 0))  # fmt: skip
-
-    @classmethod
-    def merged(cls, parts: list[EncodeReport]) -> EncodeReport:
-        """Shares of one split encoded apart (data.num_proc), as one: counts added, origins in order."""
-        lengths = [n for p in parts for n in p.pair_tokens]
-        return cls(
-            sum(p.kept for p in parts),
-            sum(p.prompt_truncated for p in parts),
-            sum(p.prompt_cut_inside_turn for p in parts),
-            [o for p in parts for o in p.too_long],
-            percentiles(lengths).get("p99", 0),
-            lengths,
-        )
-
-    def too_costly(self) -> bool:
-        """More than 5% of the pairs dropped or with a prompt cut inside its last turn: max_length is too small
-        for this data (`collator.max_length=8` on the quickstart dropped 2,452 of 9,000 pairs and cut every other
-        prompt inside its last turn, and the run still exited 0)."""
-        return len(self.too_long) + self.prompt_cut_inside_turn > 0.05 * max(1, self.loaded)
-
-    def warn(self, split: str, max_length: int) -> None:
-        """The one warning about what fitting cost (said again by a run that reads the split from the cache)."""
-        if self.prompt_truncated or self.too_long:
-            advice = ""
-            if self.too_costly() and self.keeps_99 > max_length:
-                advice = f"; collator.max_length={self.keeps_99} keeps 99% of the pairs whole"
-            log.warning(
-                "%s: %d of %d pairs kept at max_length=%d; %d prompts lost leading turns (%d cut inside their last "
-                "turn); %d pairs dropped (a response alone too long, or no token left for the prompt), first: %s%s",
-                split, self.kept, self.loaded, max_length, self.prompt_truncated, self.prompt_cut_inside_turn,
-                len(self.too_long), self.too_long[:3], advice,
-            )  # fmt: skip
+__all__ = ["EncodeReport", "Encoding", "encode_kept", "encode_pairs", "encode_splits", "percentiles", "release_texts"]
 
 
 @dataclass
@@ -130,32 +53,97 @@ class Encoding:
 
 
 CHUNK = 1024
-"""Pairs per batched tokenizer call (rm/tokens/ids.py)."""
+"""Groups (pairs) per batched tokenizer call (rm/tokens/ids.py)."""
+
+
+def prompt_id(prompt: str) -> int:
+    """A 64-bit id of the prompt text, the same in every process and share (`data.num_proc`): eval resamples
+    prompts by it. Collisions are about 1e-9 likely among 160,000 prompts."""
+    return int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def texts_of(items: list[Example]) -> tuple[list[str], list[int]]:
+    """Every item's prompt then its responses, flat, and where each item's texts start ([items + 1])."""
+    texts, starts = [], [0]
+    for item in items:
+        texts.append(item.prompt)
+        texts += responses_of(item)
+        starts.append(len(texts))
+    return texts, starts
 
 
 def later_turn_ids(
-    chunk: list[Pair], encoded: list[list[int]], many: Callable[[list[str]], list], max_length: int, prefix: list[int]
-) -> dict[int, list[list[int]]]:
+    chunk: list[Example], encoded: list[list[int]], starts: list[int], many: Callable[[list[str]], list],
+    max_length: int, prefix: list[int],
+) -> dict[int, list[list[int]]]:  # fmt: skip
     """The later turns' ids of every prompt in `chunk` that must lose turns, by position, in one batched call
     rather than one per prompt (718 of 20,000 real HH prompts at max_length 512, issue 24)."""
     need = [
         k
         for k in range(len(chunk))
-        if needs_later_turns(encoded[3 * k], encoded[3 * k + 1 : 3 * k + 3], max_length, prefix)
+        if needs_later_turns(
+            encoded[starts[k]], kept_responses(encoded, starts, k, max_length, prefix), max_length, prefix
+        )  # fmt: skip
     ]
     turns = [later_turns(chunk[k].prompt, chunk[k].turn_starts) for k in need]
     ids = iter(many([t for ts in turns for t in ts]))
     return {k: [next(ids) for _ in ts] for k, ts in zip(need, turns, strict=True)}
 
 
+def kept_responses(encoded: list[list[int]], starts: list[int], k: int, max_length: int, prefix: list[int]) -> list:
+    """Item k's responses that leave room for at least one prompt token (a pair keeps both or is dropped)."""
+    responses = encoded[starts[k] + 1 : starts[k + 1]]
+    return [r for r in responses if len(prefix) + len(r) < max_length] or responses
+
+
+def fitted_group(
+    item: Example, prompt: list[int], responses: list[list[int]], max_length: int, prefix: list[int],
+    shorter: Callable[[], list], report: EncodeReport,
+) -> tuple[list[int], list[list[int]], list[int]] | None:  # fmt: skip
+    """(prompt ids, responses kept, their positions in the item), or None when the group is dropped: a response
+    with no room left for a prompt token leaves its group (counted), and a group with no comparison left goes."""
+    room = [len(prefix) + len(r) < max_length or (len(prefix) + len(r) == max_length and not prompt) for r in responses]
+    keep = [k for k, fits in enumerate(room) if fits]
+    if len(keep) < len(responses):
+        if not comparisons_among(item, keep):
+            return None
+        report.responses_dropped += len(responses) - len(keep)
+    cut = truncate_group(prompt, [responses[k] for k in keep], max_length, prefix, shorter)
+    report.prompt_truncated += cut.prompt_truncated
+    report.prompt_cut_inside_turn += cut.cut_inside_turn
+    return None if cut.dropped else (cut.prompt_ids, cut.response_ids, keep)
+
+
+def comparisons_among(item: Example, keep: list[int]) -> bool:
+    """Whether the responses `keep` still compare: two of them ordered (or tied, as the item says)."""
+    explicit = pairs_of(item)
+    if explicit is not None:
+        return any(a in keep and b in keep for a, b, _ in explicit)
+    return len(keep) >= 2
+
+
+def encoded_group(
+    item: Example, fitted: tuple[list[int], list[list[int]], list[int]], subset_id: int, index: int
+) -> EncodedGroup:
+    """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions."""
+    prompt, responses, keep = fitted
+    rank, scores, explicit = rank_of(item), scores_of(item), pairs_of(item)
+    at = {k: n for n, k in enumerate(keep)}
+    flat = [] if explicit is None else [x for a, b, tie in explicit if a in at and b in at for x in (at[a], at[b], tie)]
+    return EncodedGroup(
+        prompt, responses, [rank[k] for k in keep], subset_id, getattr(item, "margin", None) or 0.0, index,
+        [scores[k] for k in keep] if scores is not None else [], flat, prompt_id(item.prompt),
+    )  # fmt: skip
+
+
 def encode_kept(
-    pairs: list[Pair],
+    pairs: list[Example],
     tokenizer: PreTrainedTokenizerBase,
     max_length: int,
     subset_names: list[str],
     progress: str = "",
 ) -> tuple[EncodedSplit, EncodeReport, np.ndarray]:
-    """`encode_pairs`, and the position in `pairs` of each pair kept (eval lists the dropped ones by pair)."""
+    """`encode_pairs`, and the position in `pairs` of each group kept (eval lists the dropped ones by pair)."""
     prefix = special_prefix(tokenizer)
     index = {name: i for i, name in enumerate(subset_names)}
     report = EncodeReport()
@@ -165,29 +153,26 @@ def encode_kept(
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
     interval = 0.1 if sys.stderr.isatty() else 10.0
     bar = tqdm(total=len(pairs), desc=progress, unit="pairs", disable=not progress, mininterval=interval)
-    starts = range(0, len(pairs), CHUNK)
-    texts = ([t for p in pairs[s : s + CHUNK] for t in (p.prompt, p.chosen, p.rejected)] for s in starts)
-    for start, encoded in zip(starts, ids_ahead(many, texts), strict=True):  # the next chunk tokenizing meanwhile
+    chunks = [texts_of(pairs[s : s + CHUNK]) for s in range(0, len(pairs), CHUNK)]
+    texts = (t for t, _ in chunks)
+    for n, encoded in enumerate(ids_ahead(many, texts)):  # the next chunk tokenizing meanwhile
+        start, starts = n * CHUNK, chunks[n][1]
         chunk = pairs[start : start + CHUNK]
-        shorter = later_turn_ids(chunk, encoded, many, max_length, prefix)
+        shorter = later_turn_ids(chunk, encoded, starts, many, max_length, prefix)
         fitted = []  # this chunk's groups as lists, gone once they are an Arrow record batch
-        for k, pair in enumerate(chunk):
-            prompt, chosen, rejected = encoded[3 * k : 3 * k + 3]
-            report.pair_tokens.append(len(prefix) + len(prompt) + max(len(chosen), len(rejected)))
-            cut = truncate_group(prompt, [chosen, rejected], max_length, prefix, lambda k=k, turns=shorter: turns[k])
-            report.prompt_truncated += cut.prompt_truncated
-            report.prompt_cut_inside_turn += cut.cut_inside_turn
-            if cut.dropped:
-                report.too_long.append(pair.origin or pair.prompt[:40])
+        for k, item in enumerate(chunk):
+            prompt, responses = encoded[starts[k]], encoded[starts[k] + 1 : starts[k + 1]]
+            report.pair_tokens.append(len(prefix) + len(prompt) + max(len(r) for r in responses))
+            fit = fitted_group(item, prompt, responses, max_length, prefix, lambda k=k, s=shorter: s[k], report)
+            if fit is None:
+                report.too_long.append(item.origin or item.prompt[:40])
                 continue
-            kept = report.kept + len(fitted)
-            fitted.append(
-                EncodedGroup(cut.prompt_ids, cut.response_ids, [0, 1], index[pair.subset], pair.margin or 0.0, kept)
-            )
+            fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
             positions.append(start + k)
         report.kept += len(fitted)
         batches.append(record_batch(fitted))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
+        chunks[n] = ([], starts)
         bar.update(len(chunk))
     bar.close()
     report.keeps_99 = percentiles(report.pair_tokens).get("p99", 0)
@@ -195,7 +180,7 @@ def encode_kept(
 
 
 def encode_pairs(
-    pairs: list[Pair],
+    pairs: list[Example],
     tokenizer: PreTrainedTokenizerBase,
     max_length: int,
     subset_names: list[str],

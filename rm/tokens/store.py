@@ -33,10 +33,14 @@ SCHEMA = pa.schema(
         ("subset_id", pa.int32()),
         ("margin", pa.float64()),
         ("index", pa.int64()),
+        ("scores", pa.list_(pa.float64())),
+        ("pairs", pa.list_(pa.int32())),
+        ("prompt_id", pa.int64()),
     ]
 )
 """The columns of an encoded split (an Arrow cache file holds exactly these)."""
 
+INT32 = pa.int32()
 TokenIds = Sequence[int] | np.ndarray
 """A list of ids (tests, probes, benchmarks) or an int32 view into an `EncodedSplit`: collators take both."""
 
@@ -54,6 +58,13 @@ class EncodedGroup:
     """How much better the best response is than the next (pairs with a margin; `loss.use_margin`)."""
     index: int = -1
     """Position in the encoded split: lets multi-process eval count each group exactly once."""
+    scores: Sequence[float] = ()
+    """Per response, the score its rank came from (`loss.use_margin` reads their differences); empty if none."""
+    pairs: Sequence[int] = ()
+    """Explicit comparisons as flat triples (a, b, tie): a beats b, or ties it when tie is 1 (groups merged from
+    pairwise records, whose given pairs need not form a ranking); empty: every pair ordered by `rank`."""
+    prompt_id: int = -1
+    """Equal prompts share one id (eval resamples prompts, not pairs)."""
 
     @classmethod
     def pair(
@@ -87,12 +98,12 @@ def same_ids(a: TokenIds, b: TokenIds) -> bool:
     return len(a) == len(b) and bool(np.array_equal(np.asarray(a), np.asarray(b)))
 
 
-def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None) -> pa.ListArray:
-    """A ListArray of `seqs` (int32 arrays), or of `inner`'s elements `len(seqs[i])` at a time."""
+def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataType = INT32) -> pa.ListArray:
+    """A ListArray of `seqs` (arrays of `kind`), or of `inner`'s elements `len(seqs[i])` at a time."""
     offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
     np.cumsum([len(s) for s in seqs], out=offsets[1:])
     if inner is None:
-        inner = pa.array(np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int32), type=pa.int32())
+        inner = pa.array(np.concatenate(seqs) if seqs else np.zeros(0, dtype=kind.to_pandas_dtype()), type=kind)
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
 
 
@@ -109,6 +120,9 @@ def record_batch(groups: Iterable[EncodedGroup]) -> pa.RecordBatch:
         pa.array([g.subset_id for g in groups], type=pa.int32()),
         pa.array([float(g.margin) for g in groups], type=pa.float64()),
         pa.array([g.index for g in groups], type=pa.int64()),
+        _lists([np.asarray(g.scores, dtype=np.float64) for g in groups], None, pa.float64()),
+        _lists([np.asarray(g.pairs, dtype=np.int32) for g in groups]),
+        pa.array([g.prompt_id for g in groups], type=pa.int64()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
@@ -175,13 +189,12 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._outer = [b.column("response_ids").offsets.to_numpy() for b in batches]
         self._inner = [_views(b.column("response_ids").values) for b in batches]
         self._rank = [_views(b.column("rank")) for b in batches]
+        self._scores = [_views(b.column("scores")) for b in batches]
+        self._pairs = [_views(b.column("pairs")) for b in batches]
+        self._prompt_id = table.column("prompt_id").to_numpy()
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
         self._index = table.column("index").to_numpy()
-
-    @classmethod
-    def from_table(cls, table: pa.Table) -> EncodedSplit:
-        return cls(table)
 
     @classmethod
     def from_batches(cls, batches: list[pa.RecordBatch]) -> EncodedSplit:
@@ -191,8 +204,6 @@ class EncodedSplit(Sequence[EncodedGroup]):
     def from_groups(cls, groups: Iterable[EncodedGroup]) -> EncodedSplit:
         """From groups held as lists (tests, small sets): one record batch."""
         return cls.from_batches([record_batch(groups)])
-
-    from_pairs = from_groups
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -222,7 +233,11 @@ class EncodedSplit(Sequence[EncodedGroup]):
         rank_offsets, ranks = self._rank[b]
         rank = ranks[rank_offsets[j] : rank_offsets[j + 1]].tolist()
         prompt = values[offsets[j] : offsets[j + 1]]
-        return EncodedGroup(prompt, responses, rank, int(self._subset[i]), float(self._margin[i]), int(self._index[i]))
+        (s_at, scores), (p_at, pairs) = self._scores[b], self._pairs[b]
+        return EncodedGroup(
+            prompt, responses, rank, int(self._subset[i]), float(self._margin[i]), int(self._index[i]),
+            scores[s_at[j] : s_at[j + 1]].tolist(), pairs[p_at[j] : p_at[j + 1]].tolist(), int(self._prompt_id[i]),
+        )  # fmt: skip
 
     def lengths(self) -> GroupLengths:
         """Token counts of every group's prompt and responses, from the Arrow offsets alone."""

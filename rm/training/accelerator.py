@@ -17,6 +17,8 @@ from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, pa
 
 from rm.config import RunConfig
 from rm.errors import TrainingError
+from rm.model.group_loss import learned_nu
+from rm.model.reward import transformers_model
 from rm.training.trackers import check_trackers
 
 
@@ -83,10 +85,18 @@ def exportable(accelerator: Accelerator, model: torch.nn.Module, rebuild: Callab
     collective, so every process calls this) and loaded into a fresh copy that `rebuild` makes on the CPU.
     """
     if accelerator.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        return accelerator.unwrap_model(model).hf if accelerator.is_main_process else None
+        return with_tie_nu(accelerator.unwrap_model(model)) if accelerator.is_main_process else None
     state = accelerator.get_state_dict(model)  # ZeRO-3 needs zero3_save_16bit_model: true (see its YAML)
     if not accelerator.is_main_process:
         return None
     fresh = rebuild()
     fresh.load_state_dict(state)
-    return fresh.hf
+    return with_tie_nu(fresh)
+
+
+def with_tie_nu(model: torch.nn.Module):
+    """`model.hf`, its config holding Davidson's learned nu (`rm_davidson_nu`) where the loss learned one, so the
+    export's config.json keeps it beside the weights."""
+    if getattr(model, "tie_nu", None) is not None:
+        transformers_model(model.hf).config.rm_davidson_nu = float(learned_nu(model.tie_nu.detach().float()))
+    return model.hf

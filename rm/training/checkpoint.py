@@ -22,13 +22,14 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, to_dict
+from rm.config.loader import read_yaml
 from rm.config.rundir import CONFIG, PARTIAL, STATE, RunDir, saved_config, write_config
 from rm.errors import ConfigError
 from rm.model.lora import is_lora, save_adapter_config
@@ -57,7 +58,7 @@ class TrainState:
     """Of which, in a row up to now."""
     scheduler: dict = field(default_factory=dict)
     """The learning-rate scheduler's state_dict."""
-    pending: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    pending: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
     """Sums over all processes' pairs since the last log line: loss, pairs ranked right, pairs."""
     history: list[dict] = field(default_factory=list)
     """The train_log.jsonl rows so far."""
@@ -151,6 +152,18 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
     log.info("resumed from %s: step %d, epoch %d, %d micro-batches in", path, state.step, state.epoch,
              state.batches_in_epoch)  # fmt: skip
     return state
+
+
+def with_its_split(cfg: RunConfig, path: Path | None) -> RunConfig:
+    """The config to resume checkpoint `path` with: a run saved before `data.split_version` existed held out by
+    record (version 1), and resuming it must keep that held-out set rather than draw the new default's."""
+    if path is None or not (path / CONFIG).is_file():
+        return cfg
+    saved = read_yaml(path / CONFIG).get("data") or {}
+    if "split_version" in saved or cfg.data.split_version == 1:
+        return cfg
+    log.info("resuming a run that held out by record: data.split_version=1, as it was trained")
+    return replace(cfg, data=replace(cfg.data, split_version=1))
 
 
 def _changed_keys(a: dict, b: dict, ignore: set[str], prefix: str = "") -> list[str]:

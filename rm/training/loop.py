@@ -32,13 +32,16 @@ from rm.config import RunConfig
 from rm.config.rundir import RunDir
 from rm.data.heap import hold_freed_memory
 from rm.evaluation.gather import evaluate
-from rm.model.loss import bradley_terry_loss
-from rm.model.reward import pair_rewards
+from rm.model.objective import preference_loss
+from rm.model.reward import group_rewards
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import Preemption, explain_oom, skip_nonfinite
 
 log = logging.getLogger("rm")
+
+GROUP_METRICS = ("top1_accuracy", "best_of_k_accuracy", "kendall_tau")
+"""Group metrics of an eval (rm/evaluation/ranking_metrics.py) sent to the trackers beside accuracy and ECE."""
 
 
 @dataclass
@@ -46,7 +49,8 @@ class Hooks:
     """Callbacks into the loop, for tools built on top of a run (benchmarks, sweeps)."""
 
     on_batch: Callable[[dict, torch.Tensor], None] | None = None
-    """Called after every micro-batch's backward pass with the batch and its mean loss over its pairs."""
+    """Called after every micro-batch's backward pass with the batch and its mean loss over its weight (pairs, or
+    groups)."""
     on_eval: Callable[[int, dict], None] | None = None
     """Called on every process after each periodic eval with (step, result); may raise to stop the run."""
 
@@ -72,20 +76,22 @@ class Run:
 
 
 class Meter:
-    """Summed over the pairs of finite micro-batches since the last log line, on the device: loss, pairs
-    ranked right, pairs; and the micro-batches of the current optimizer step whose loss was not finite."""
+    """Summed over finite micro-batches since the last log line, on the device: loss, ordered pairs ranked right,
+    ordered pairs, and the loss's weight (groups or pairs, rm/model/objective.py); and the micro-batches of the
+    current optimizer step whose loss was not finite."""
 
     def __init__(self, device: torch.device, pending: list[float] | None):
-        self.sums = torch.zeros(3, device=device)
+        self.sums = torch.zeros(4, device=device)
         if pending is not None:  # a resumed run's sums were saved already reduced over processes
-            self.sums += torch.tensor(pending, device=device)
+            self.sums += torch.tensor((pending + pending[2:3])[:4], device=device)  # a run saved before weights: pairs
         self.bad = torch.zeros((), device=device)
 
-    def add(self, loss_sum: torch.Tensor, chosen: torch.Tensor, rejected: torch.Tensor) -> None:
+    def add(self, loss_sum: torch.Tensor, weight: torch.Tensor, better: torch.Tensor, worse: torch.Tensor) -> None:
         ok = torch.isfinite(loss_sum.detach())
         self.bad += ~ok
-        right = (chosen > rejected).sum().detach().to(self.sums.dtype)
-        self.sums += ok * torch.stack([loss_sum.detach().nan_to_num(), right, torch.full_like(right, len(chosen))])
+        right = (better > worse).sum().detach().to(self.sums.dtype)
+        counts = [right, torch.full_like(right, len(better)), weight.detach().to(self.sums.dtype)]
+        self.sums += ok * torch.stack([loss_sum.detach().nan_to_num(), *counts])
 
 
 def fit(run: Run, hooks: Hooks | None = None) -> bool:
@@ -98,6 +104,7 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     accelerator, state = run.accelerator, run.state
     meter = Meter(accelerator.device, state.pending if accelerator.is_main_process else None)
     bar = progress_bar(run)
+    tie_nu = accelerator.unwrap_model(run.model).tie_nu  # Davidson's learned nu, or None
     start_log(run)
     run.model.train()
     if accelerator.device.type == "cpu":  # steps re-use the pages the last one freed (rm/data/heap.py)
@@ -109,15 +116,13 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                 # accelerate's step count syncs every grad_accum-th micro-batch: each process's epoch is a
                 # multiple of grad_accum micro-batches, and a resumed run starts at a step boundary.
                 with accelerator.accumulate(run.model):
-                    chosen, rejected = pair_rewards(run.model, batch)
-                    margin = batch["margin"] if run.cfg.loss.use_margin else None
-                    coef = run.cfg.loss.center_rewards_coef
-                    loss = bradley_terry_loss(chosen, rejected, margin, coef, reduction="sum")
+                    r = group_rewards(run.model, batch)
+                    loss, weight = preference_loss(run.cfg.loss, r, batch, tie_nu)
                     accelerator.backward(loss * scale)
-                    meter.add(loss, chosen, rejected)
+                    meter.add(loss, weight, r[batch["better"]], r[batch["worse"]])
                     stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else ""
                 if hooks.on_batch is not None:
-                    hooks.on_batch(batch, loss.detach() / len(chosen))
+                    hooks.on_batch(batch, loss.detach() / weight.clamp(min=1))
                 state.batches_in_epoch += 1
                 if not accelerator.sync_gradients:
                     continue
@@ -199,7 +204,7 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
     cfg, state, accelerator = run.cfg, run.state, run.accelerator
     if state.step % cfg.train.log_steps == 0 or state.step == run.max_steps:
         total = accelerator.reduce(meter.sums, "sum")
-        row = {"step": state.step, "loss": (total[0] / total[2]).item()}
+        row = {"step": state.step, "loss": (total[0] / total[3]).item()}
         row |= {"train_accuracy": (total[1] / total[2]).item(), "lr": run.scheduler.get_last_lr()[0]}
         state.history.append(row)
         append_log(run, row)
@@ -237,6 +242,10 @@ def log_eval(accelerator: Accelerator, result: dict, step: int) -> None:
     metrics = {"eval/accuracy": result["overall"]["accuracy"], "eval/ece": result["overall"]["ece"]}
     metrics |= {f"eval/ece/{name}": m["ece"] for name, m in result["subsets"].items()}
     metrics |= {f"eval/accuracy/{name}": m["accuracy"] for name, m in result["subsets"].items()}
+    for key in GROUP_METRICS:  # where the eval set has groups that define them (None: undefined, not logged)
+        metrics |= {f"eval/{key}/{name}": m[key] for name, m in result["subsets"].items() if m.get(key) is not None}
+        if result["overall"].get(key) is not None:
+            metrics[f"eval/{key}"] = result["overall"][key]
     accelerator.log(metrics, step=step)
     if accelerator.is_main_process:
         log.info(

@@ -32,6 +32,7 @@ from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push, push_folder
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
+from rm.model.objective import group_weights, tie_parameter
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
 from rm.model.threads import busy_note, set_threads
@@ -72,6 +73,7 @@ def main(
             shut_down(accelerator)
             return finished_result(cfg, accelerator.is_main_process)
         resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
+        cfg = checkpoint.with_its_split(cfg, resume_from)
         with unclaimed(cfg, where, accelerator.is_main_process):  # a failure here leaves output_dir as it was
             data = load_and_encode(cfg, accelerator)
             with explain_oom(cfg, "loading the model"):
@@ -151,7 +153,7 @@ def build_reward_model(
         else:
             max_length = cfg.collator.max_length  # refused above the model's position limit
             hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_length)
-        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf)
+        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf, tie_parameter(cfg.loss))
 
     with loading("model.name_or_path", cfg.model.name_or_path):
         model = new_model(quantized=cfg.model.lora.qlora)
@@ -197,7 +199,7 @@ def set_up(
         group_pairs=c.group_pairs,
         pack_length=c.pack_length,
     )
-    train_batches = RankBatches(train_plan, rank, world, t.grad_accum)
+    train_batches = RankBatches(train_plan, rank, world, t.grad_accum, group_weights(cfg.loss, data.train))
     train_loader = DataLoader(data.train, batch_sampler=train_batches, collate_fn=collate)
     eval_loader = DataLoader(data.eval, batch_sampler=EvalBatches(eval_plan, rank, world), collate_fn=collate)
     optimizer = make_optimizer(model, accelerator, t.lr, t.weight_decay)

@@ -76,8 +76,14 @@ def test_holdout_split_is_seeded_stratified_and_disjoint(synthetic_root):
     assert [p.origin for p in a_eval] != [p.origin for p in c_eval]
     assert not {p.origin for p in a_eval} & {p.origin for p in a_train}
     assert len(a_train) + len(a_eval) == len(pairs)
+    assert not {p.prompt for p in a_eval} & {p.prompt for p in a_train}  # version 2: by prompt
+    for subset in subset_counts(pairs):
+        prompts = {p.prompt for p in pairs if p.subset == subset}
+        assert len({p.prompt for p in a_eval if p.subset == subset}) == round(len(prompts) * 0.2)
+    # Version 1, by record: a fifth of each subset's records, whatever their prompts.
+    _, by_record = holdout_split(pairs, 0.2, seed=3, version=1)
     for subset, n in subset_counts(pairs).items():
-        assert subset_counts(a_eval)[subset] == round(n * 0.2)
+        assert subset_counts(by_record)[subset] == round(n * 0.2)
 
 
 def test_hub_datasets_load_each_subset_by_data_dir(monkeypatch):

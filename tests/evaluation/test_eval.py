@@ -16,8 +16,10 @@ from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import eval_pairs, load_pairs, load_splits
 from rm.evaluation import metrics
-from rm.evaluation.eval_report import PLOTS, EvalOptions, build_result, describe_data
+from rm.evaluation.eval_report import PLOTS, EvalOptions, describe_data
 from rm.evaluation.eval_report import evaluate_model as main
+from rm.evaluation.eval_result import build_result
+from rm.evaluation.ranking_metrics import ratio_bootstrap_ci
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -101,16 +103,22 @@ def test_intervals_are_reproducible_under_the_seed(report, synthetic_root):
     rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
     c = np.array([r["chosen_reward"] for r in rows])
     r = np.array([r["rejected_reward"] for r in rows])
-    again = build_result(pairs, c, r, samples=300, seed=1)
+    again = build_result(pairs, [np.array(x) for x in zip(c, r, strict=True)], samples=300, seed=1)
     assert again["overall"]["accuracy_ci95"] == result["overall"]["accuracy_ci95"]
     assert {k: m["accuracy_ci95"] for k, m in again["subsets"].items()} == {
         k: m["accuracy_ci95"] for k, m in result["subsets"].items()
     }
-    # Each subset is resampled with the run's seed on its own pairs only, so adding a subset elsewhere
-    # leaves its interval unchanged.
+    # Each subset is resampled with the run's seed on its own prompts only (the synthetic test split repeats
+    # two prompts: their pairs are drawn together), so adding a subset elsewhere leaves its interval unchanged.
     for name, m in result["subsets"].items():
         mask = np.array([p.subset == name for p in pairs])
-        assert m["accuracy_ci95"] == list(metrics.bootstrap_ci(metrics.correct(c[mask], r[mask]), 300, seed=1))
+        right = metrics.correct(c[mask], r[mask])
+        prompt = np.unique([p.prompt for p in pairs if p.subset == name], return_inverse=True)[1]
+        sums, counts = np.bincount(prompt, right), np.bincount(prompt).astype(float)
+        assert m["accuracy_ci95"] == list(ratio_bootstrap_ci(sums, counts, 300, seed=1))
+        if len(sums) == len(right):  # a prompt per pair: the pairwise interval, draw for draw
+            assert m["accuracy_ci95"] == list(metrics.bootstrap_ci(right, 300, seed=1))
+    assert len({p.prompt for p in pairs}) < len(pairs)  # the repeats above are there
 
 
 def test_holdout_selects_exactly_the_training_eval_set(synthetic_root):

@@ -4,6 +4,7 @@ same data options (format, columns, Argilla keys), and bad records skipped and r
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
@@ -96,3 +97,22 @@ def test_skip_mode_reports_the_skipped_records(exported_tiny, tmp_path, capsys):
     n_bad = sum(saved["records_skipped"].values())
     assert n_bad >= len(bad) and f"skipped {n_bad} bad records" in console
     assert {b["origin"] for b in saved["skipped"]} >= {f"{sample}:{keep.index(i) + 1}" for i in bad}
+
+
+def test_holdout_takes_the_split_rule_of_the_run_that_trained_the_model(tmp_path):
+    """An export of a run trained before data.split_version existed held out by record (1); a newer one says its
+    rule in rm_config.yaml; --set wins; a model rm did not train gets the default (2, by prompt)."""
+    from rm.cli import build_parser
+    from rm.cli.evaluate import eval_data
+
+    def version(model: Path, *flags: str) -> int:
+        args = ["eval", "--model", str(model), "--data", "prefs.jsonl", "--holdout", "0.1", *flags]
+        return eval_data(build_parser().parse_args(args)).split_version
+
+    old, new, foreign = tmp_path / "old", tmp_path / "new", tmp_path / "foreign"
+    for folder in (old, new, foreign):
+        folder.mkdir()
+    (old / "rm_config.yaml").write_text("data:\n  source: prefs.jsonl\n")
+    (new / "rm_config.yaml").write_text("data:\n  source: prefs.jsonl\n  split_version: 2\n")
+    assert version(old) == 1 and version(new) == 2 and version(foreign) == 2
+    assert version(old, "--set", "split_version=2") == 2

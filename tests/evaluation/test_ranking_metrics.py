@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rm.evaluation.metrics import bootstrap_ci, pair_summary
-from rm.evaluation.ranking_metrics import group_scores, group_summary
+from rm.evaluation.ranking_metrics import group_scores, group_summary, score_groups
 
 
 def test_one_group_by_hand():
@@ -49,6 +49,30 @@ def test_tau_top1_and_best_of_k_against_loops_on_random_groups_with_ties():
         best = [r[i] for i in range(k) if q[i] == min(q)]
         others = [r[i] for i in range(k) if q[i] != min(q)]
         assert g["best_of_k"] == float(min(best) > max(others))
+
+
+def test_groups_of_mixed_sizes_scored_together_as_each_alone():
+    """score_groups scores every group at once (segments of one flat array, sizes taken in turn): each group's row
+    must be what it gets scored alone, whatever its neighbours, with explicit pairs where a group gives them."""
+    rng = random.Random(9)
+    rewards, ranks, pairs = [], [], []
+    for i in range(40):
+        k = rng.randint(2, 6)
+        rewards.append(np.array([float(rng.randint(0, 3)) for _ in range(k)]))
+        ranks.append(np.array([0] + [rng.randint(0, 3) for _ in range(k - 2)] + [3]))
+        pairs.append(np.array([[k - 1, 0, 0], [0, 1, 1]]) if i % 4 == 0 else None)
+    together = score_groups(rewards, ranks, pairs)
+    for i, (r, q, p) in enumerate(zip(rewards, ranks, pairs, strict=True)):
+        alone = group_scores(r, q, p)
+        for key, value in alone.items():
+            assert together[key][i] == pytest.approx(value, nan_ok=True), (i, key)
+        if p is None:  # and by hand: the strict pairs of the ranking, ties apart
+            pairs_of = [(a, b) for a in range(len(q)) for b in range(len(q)) if q[a] < q[b]]
+            right = sum(1.0 if r[a] > r[b] else 0.5 if r[a] == r[b] else 0.0 for a, b in pairs_of)
+            assert (alone["right"], alone["strict"]) == (right, len(pairs_of))
+        else:  # response k-1 declared better than response 0, 0 tied with 1
+            assert alone["strict"] == 1 and alone["ties"] == 1 and alone["tie_gap"] == abs(r[0] - r[1])
+            assert alone["right"] == (1.0 if r[-1] > r[0] else 0.5 if r[-1] == r[0] else 0.0)
 
 
 def test_groups_of_two_give_the_pairwise_accuracy_and_interval_exactly():

@@ -288,3 +288,122 @@ def test_an_empty_text_without_bos_is_refused_not_given_a_neighbours_reward(expo
         score_file(model, tok, src, tmp_path / "out.jsonl", progress=False)
     counts = score_file(model, tok, src, tmp_path / "out.jsonl", progress=False, on_bad_record="skip")
     assert counts["skipped"] == {"empty_text": 1} and counts["records"] == 2
+
+
+# K-response records (issue 25): one reward per response, in the record's order, the prompt computed once.
+SAY_HI = "\n\nHuman: Say hi.\n\nAssistant:"
+GROUPS = [
+    {"prompt": "Say hi.", "responses": [{"text": "Hi there!"}, {"text": "Hello."}, {"text": "Hi there!"}]},
+    {
+        "instruction": "What is 2 plus 2?",
+        "completions": [
+            {"response": "It is 4.", "overall_score": 8},
+            {"response": "It is 5.", "overall_score": "N/A"},
+            {"response": "Four.", "overall_score": 8},
+        ],
+    },
+    {
+        "prompt": "\n\nHuman: Name a colour.\n\nAssistant:",
+        "answers": [
+            {"answer": a, "rank": r, "model": m}
+            for a, r, m in (("Red.", 2, "a"), ("Blue.", 1, "b"), ("Green.", 3, "c"))
+        ],
+    },
+    {"prompt": "Pick a number.", "chosen": ["Seven."], "rejected": ["Three.", "Nine."], "subset": "math"},
+]
+GROUP_TEXTS = [  # each response's whole conversation, rendered by hand as HH text (this tokenizer has no template)
+    [SAY_HI + " Hi there!", SAY_HI + " Hello.", SAY_HI + " Hi there!"],
+    [f"\n\nHuman: What is 2 plus 2?\n\nAssistant: {a}" for a in ("It is 4.", "It is 5.", "Four.")],
+    [f"\n\nHuman: Name a colour.\n\nAssistant: {a}" for a in ("Red.", "Blue.", "Green.")],
+    [f"\n\nHuman: Pick a number.\n\nAssistant: {a}" for a in ("Seven.", "Three.", "Nine.")],
+]
+
+
+def test_group_records_get_one_reward_per_response_equal_to_each_text_alone_in_both_layouts(exported_tiny, tmp_path):
+    """Every K-response format (generic responses with no score and a repeated response, UltraFeedback with an
+    unrated completion, Nectar, RewardBench 2) scores all K responses in the record's order, each equal to plain
+    transformers on that one conversation, packed with the prompt shared and padded with it repeated. Pairs
+    and texts in the same file keep their fields and rewards."""
+    from rm.collate.scoring import PackedScoring
+    from rm.evaluation.score_file import default_layout
+
+    records = [RECORDS[3], *GROUPS, RECORDS[1]]
+    src = write_jsonl(tmp_path / "in.jsonl", records)
+    model, tok = load_reward_model(str(exported_tiny))
+    assert isinstance(default_layout(model, tok.pad_token_id), PackedScoring)
+    expected = [[plain_reward(exported_tiny, t) for t in texts] for texts in GROUP_TEXTS]
+    outputs = []
+    for name, layout in (("packed", None), ("padded", PaddedLayout(tok.pad_token_id))):
+        counts = score_file(model, tok, src, tmp_path / f"{name}.jsonl", layout=layout, batch_size=4, progress=False)
+        assert counts == {"records": 6, "texts": 2 + 12 + 1, "records_truncated": 0}
+        out = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+        for rec, got, want in zip(GROUPS, out[1:5], expected, strict=True):
+            assert {k: got[k] for k in rec} == rec and "reward" not in got
+            assert got["rewards"] == pytest.approx(want, abs=1e-5)
+        assert out[0]["chosen_reward"] == pytest.approx(plain_reward(exported_tiny, RECORDS[3]["chosen"]), abs=1e-5)
+        assert out[5]["reward"] == pytest.approx(plain_reward(exported_tiny, RECORDS[1]["text"]), abs=1e-5)
+        assert out[1]["rewards"][0] == out[1]["rewards"][2]  # the repeated response, read once
+        outputs.append(out)
+    assert [sorted(r) for r in outputs[0]] == [sorted(r) for r in outputs[1]]
+
+
+def test_a_group_is_one_segment_in_one_batch_and_long_groups_fit_by_the_one_rule(exported_tiny, tmp_path):
+    """The packed batch holds the group's prompt once (the prompt segment's tokens are its tokens); batches
+    are never cut inside a group's run of responses that fits one (pairs' and texts' batches stay as they
+    were). A group whose prompt is too long loses its leading turns as a pair's does (rm/tokens/truncation.py):
+    each reward equals the last turn and that response scored alone, and the record says it was truncated."""
+    from rm.collate.scoring import PackedScoring
+    from rm.evaluation.score_file import batches
+
+    seen = []
+
+    class Spy(PackedScoring):
+        def collate(self, seqs):
+            batch = super().collate(seqs)
+            seen.append((seqs, batch))
+            return batch
+
+    turn, last = CONVO.format(a=1, b=3), "\n\nHuman: Sure?\n\nAssistant:"
+    answers = [" Yes.", " No, not at all.", " Maybe."]
+    nectar = {"prompt": turn * 3 + last, "answers": [{"answer": a, "rank": k + 1} for k, a in enumerate(answers)]}
+    model, tok = load_reward_model(str(exported_tiny))
+    n = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    max_length = n(last) + max(n(a) for a in answers)  # room for the last turn only
+    assert n(turn + last) + max(n(a) for a in answers) > max_length
+    short = {"prompt": "Hi", "responses": [{"text": t, "score": k} for k, t in enumerate(("Yo.", "Hey.", "Oi."))]}
+    src = write_jsonl(tmp_path / "in.jsonl", [nectar, short])
+    counts = score_file(
+        model, tok, src, tmp_path / "out.jsonl", layout=Spy(tok.pad_token_id), max_length=max_length, progress=False
+    )
+    assert counts["records_truncated"] == 1
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert out[0]["truncated"] is True and "truncated" not in out[1]
+    assert out[0]["rewards"] == pytest.approx([plain_reward(exported_tiny, last + a) for a in answers], abs=1e-5)
+
+    [(seqs, batch)] = seen  # both groups in one batch, each prompt once
+    prompts = {tuple(s.prompt_ids) for s in seqs}
+    assert len(seqs) == 6 and len(prompts) == 2
+    assert int((batch["segment_ids"] == 0).sum()) == sum(len(p) for p in prompts)
+
+    # The batch rule itself: prompt runs A A | B B B C at 4 a batch; a run longer than a batch fills batches.
+    from rm.collate.scoring import ScoreSeq
+
+    seqs = [ScoreSeq([p], [9], group=True) for p in (1, 1, 2, 2, 2, 3)]
+    assert batches(seqs, list(range(6)), 4) == [[0, 1], [2, 3, 4, 5]]
+    assert batches(seqs, list(range(6)), 2) == [[0, 1], [2, 3], [4, 5]]
+    assert batches([ScoreSeq([1], [9], group=True)] * 5, list(range(5)), 2) == [[0, 1], [2, 3], [4]]
+    pairs = [ScoreSeq([p], [9]) for p in (1, 1, 2, 2, 2, 3)]  # texts and pairs: cut as they always were
+    assert batches(pairs, list(range(6)), 4) == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_bad_group_records_name_file_line_and_field(exported_tiny, tmp_path):
+    model, tok = load_reward_model(str(exported_tiny))
+    cases = [
+        ({"prompt": "x", "responses": [{"text": "a"}, {"text": 3}]}, r"in\.jsonl:2: field 'responses\[1\]\.text'"),
+        ({"prompt": "x", "answers": [{"answer": "a", "rank": 1}]}, r"in\.jsonl:2: .*'prompt' must end on"),
+        ({"instruction": "x", "completions": [{"response": "a"}, {"response": " "}]}, r"in\.jsonl:2: .*empty"),
+    ]
+    for record, pattern in cases:
+        write_jsonl(tmp_path / "in.jsonl", [RECORDS[1], record])
+        with pytest.raises(DataError, match=pattern):
+            score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)

@@ -2,8 +2,10 @@
 
 Each architecture is built tiny from random init (issue 13's list: sliding windows, alternating layer
 types, chunked attention, MoE, state space and hybrid models), trained three steps, and checked against
-separate unpadded forwards in the layout the start-up probe picked; its export, loaded the documented
-way in plain transformers, must reproduce rm's rewards.
+separate unpadded forwards in the layout the start-up probe picked (and, where that is shared, in the
+packed layout, which takes the same masks); its export, loaded the documented way in plain transformers,
+must reproduce rm's rewards. The checked batch holds a group of three responses beside the pairs
+(issue 25), so groups of mixed K share rows, and every response's reward is checked.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ import torch
 from transformers import AutoModelForSequenceClassification
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-from rm.collate.pack import SharedCollator
-from rm.collate.padded import PaddedCollator
+from rm.collate.pack import PackedCollator, SharedCollator
+from rm.collate.padded import PaddedCollator, pad_rows, response_order
 from rm.config import ModelConfig, RandomInitConfig, RunConfig
 from rm.model.build import build_model
 from rm.model.loss import bradley_terry_loss
 from rm.model.probe import choose_layout
-from rm.model.reward import RewardModel, pair_rewards
+from rm.model.reward import RewardModel, group_rewards, pair_rewards
 from rm.tokens.store import EncodedGroup
 
 WINDOW = 16  # issue 13's case: windows and chunks of 16 tokens, pairs of 9-45 tokens
+PACK = 128  # shared rows wide enough that the checked group of three shares its row with pairs (asserted)
 ALTERNATING = {"sliding_window": WINDOW, "layer_types": ["sliding_attention", "full_attention"]}
 SHARED = "reproduces separate forwards"
 PAST_WINDOW = f"longer than its smallest attention window, {WINDOW} tokens"
@@ -122,19 +125,50 @@ def window_pairs(vocab: int, n: int, seed: int) -> list[EncodedGroup]:
     return pairs
 
 
-def separate(model: RewardModel, pairs: list[EncodedGroup]) -> torch.Tensor:
-    """The reference: every sequence alone, unpadded, the model's own masks and positions."""
+def window_batch(vocab: int, n: int, seed: int) -> list[EncodedGroup]:
+    """`n` window pairs with, in their middle, a group of three responses (ranked 0, 1, 2) whose sequences end
+    inside the first 16-token window, past it, and past the second: pairs and a group of three share rows, and
+    the group's third response is the only one in its reward slot."""
+    rng = random.Random(f"group {seed}")
+    p = rng.randint(4, 12)
+    edges = [1, WINDOW - p + 1, 2 * WINDOW - p + 1, 46 - p]  # response lengths whose sequence ends in each window
+    lengths = [rng.randrange(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    rng.shuffle(lengths)
+    prompt, *responses = [[rng.randrange(3, vocab) for _ in range(k)] for k in (p, *lengths)]
+    pairs = window_pairs(vocab, n, seed)
+    return [*pairs[: n // 2], EncodedGroup(prompt, responses, [0, 1, 2], 0, 0.0, n), *pairs[n // 2 :]]
+
+
+def sequences(groups: list[EncodedGroup]) -> list[list[int]]:
+    """Every response after its prompt, in the order the layouts read rewards (for pairs: chosen, then rejected)."""
+    return [list(groups[i].prompt_ids) + list(groups[i].response_ids[k]) for i, k in response_order(groups)]
+
+
+def separate(model: RewardModel, groups: list[EncodedGroup]) -> torch.Tensor:
+    """The reference: every sequence alone, unpadded, the model's own masks and positions: [responses]."""
 
     def one(ids):
         t = torch.tensor([ids])
         return model(input_ids=t, attention_mask=torch.ones_like(t))[0]
 
-    seqs = [p.prompt_ids + p.chosen_ids for p in pairs] + [p.prompt_ids + p.rejected_ids for p in pairs]
-    return torch.stack([one(s) for s in seqs])  # [2 * pairs]: chosen, then rejected
+    return torch.stack([one(s) for s in sequences(groups)])
+
+
+def shares_rows(batch: dict[str, torch.Tensor], groups: list[EncodedGroup]) -> bool:
+    """Whether every group of three or more sits in a packed row beside another group."""
+    rows = batch["pair_ids"]
+    big = [i for i, g in enumerate(groups) if len(g.response_ids) > 2]
+    return bool(big) and all(len(set(rows[(rows == i).any(dim=1)].flatten().tolist()) - {-1, i}) > 0 for i in big)
 
 
 def collate(layout: str, pad: int, pairs: list[EncodedGroup]) -> dict[str, torch.Tensor]:
-    return (SharedCollator(pad, pack_length=96) if layout == "shared" else PaddedCollator(pad))(pairs)
+    return (SharedCollator(pad, pack_length=PACK) if layout == "shared" else PaddedCollator(pad))(pairs)
+
+
+def worst(got: torch.Tensor, want: torch.Tensor, groups: list[EncodedGroup]) -> tuple[float, tuple[int, int]]:
+    """The largest difference and the (group, response) it is at."""
+    diff = (got - want).abs()
+    return diff.max().item(), response_order(groups)[diff.argmax().item()]
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=IDS)
@@ -166,13 +200,21 @@ def test_architecture_trains_is_exact_in_its_layout_and_exports(arch, tokenizer,
     moved = sum(not torch.equal(before[n], p) for n, p in model.named_parameters())
     assert moved > len(before) // 2, f"{moved} of {len(before)} tensors trained"
 
-    # The trained model, in its layout, equals separate unpadded forwards.
+    # The trained model, in its layout, equals separate unpadded forwards: every response of the pairs and
+    # of the group of three beside them; the packed layout too where the shared one is used (same masks).
     model.eval()
-    pairs = window_pairs(vocab, 6, seed=10)
+    groups = window_batch(vocab, 6, seed=10)
+    layouts = {layout: collate(layout, pad, groups)}
+    if layout == "shared":
+        assert shares_rows(layouts["shared"], groups)
+        layouts["packed"] = PackedCollator(pad, pack_length=48)(groups)
     with torch.no_grad():
-        chosen, rejected = pair_rewards(model, collate(layout, pad, pairs))
-        want = separate(model, pairs)
-    assert (torch.cat([chosen, rejected]) - want).abs().max().item() <= 1e-5
+        want = separate(model, groups)
+        for name, batch in layouts.items():
+            got = group_rewards(model, batch)
+            assert got.shape == want.shape == (2 * 6 + 3,)
+            error, at = worst(got, want, groups)
+            assert error <= 1e-5, (name, error, "(group, response)", at)
 
     # The export, loaded the documented way in plain transformers, gives rm's rewards.
     from rm.export.folder import Weights, export_model
@@ -184,9 +226,7 @@ def test_architecture_trains_is_exact_in_its_layout_and_exports(arch, tokenizer,
     card = (out / "README.md").read_text()
     assert ("trust_remote_code=True" in card) == (not native)
     plain = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=not native).eval()
-    texts = [p.prompt_ids + p.chosen_ids for p in pairs] + [p.prompt_ids + p.rejected_ids for p in pairs]
-    rows = PaddedCollator(pad)([EncodedGroup.pair([], t, t, 0) for t in texts])
-    n = len(texts)
+    rows = pad_rows(sequences(groups), pad)
     with torch.no_grad():
-        got = plain(input_ids=rows["input_ids"][:n], attention_mask=rows["attention_mask"][:n]).logits[:, 0]
+        got = plain(input_ids=rows["input_ids"], attention_mask=rows["attention_mask"]).logits[:, 0]
     assert (got - want).abs().max().item() <= 1e-5

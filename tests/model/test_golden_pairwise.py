@@ -18,9 +18,11 @@ import torch
 from conftest import random_pairs, tiny_model
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
+from rm.config.schema import LossConfig
 from rm.evaluation.summary import summarize
 from rm.model.loss import bradley_terry_loss
-from rm.model.reward import RewardModel, pair_rewards
+from rm.model.objective import preference_loss
+from rm.model.reward import RewardModel, group_rewards
 
 GOLDEN = Path(__file__).parent.parent / "fixtures" / "pairwise_golden.json"
 COLLATORS = {"shared": SharedCollator(1, 80), "packed": PackedCollator(1, 48), "padded": PaddedCollator(1)}
@@ -54,8 +56,14 @@ def measure(layout: str, arch: str) -> dict:
     model.hf.config.attention_dropout = 0.0
     pairs = random_pairs(96, 10, seed=7)
     batch = COLLATORS[layout](pairs)
-    chosen, rejected = pair_rewards(model, batch)
-    loss = bradley_terry_loss(chosen, rejected, batch["margin"], center_rewards_coef=0.01, reduction="sum")
+    r = group_rewards(model, batch)
+    chosen, rejected = r[batch["better"]], r[batch["worse"]]
+    pairwise = bradley_terry_loss(chosen, rejected, batch["margin"], center_rewards_coef=0.01, reduction="sum")
+    # The loop's objective (issue 25: groups, weights, ties) on a batch of pairs: the same loss to the last bit.
+    for weighting in ("group", "pair"):
+        cfg = LossConfig(use_margin=True, center_rewards_coef=0.01, group_weighting=weighting)
+        loss, weight = preference_loss(cfg, r, batch)
+        assert float(loss).hex() == float(pairwise).hex() and int(weight) == len(chosen)
     model.zero_grad()
     loss.backward()
     summary = summarize(chosen.detach(), rejected.detach())

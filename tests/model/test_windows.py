@@ -2,19 +2,20 @@
 
 Issue 13's case: a tiny Mistral with `sliding_window=16` on pairs of 9-45 tokens. rm's old mask (the
 packing rule alone) replaced the model's window, and the old probe (pairs of at most 9 tokens) never
-saw the difference.
+saw the difference. Each check's batch holds a group of three responses beside the pairs (issue 25): every
+response's reward, under every layer's window or chunk, equals its own separate forward.
 """
 
 import pytest
 import torch
-from test_architectures import separate, window_pairs
+from test_architectures import PACK, separate, shares_rows, window_batch
 
 from rm.collate.pack import SharedCollator
 from rm.config import ModelConfig, RandomInitConfig
 from rm.model import masks
 from rm.model.build import build_model
 from rm.model.probe import PROBE_MAX_TOKENS, choose_layout
-from rm.model.reward import RewardModel, pair_rewards
+from rm.model.reward import RewardModel, group_rewards
 
 OLD_MASK = {None: masks.AttentionRule()}  # the packing rule alone, as before issue 13
 
@@ -30,10 +31,13 @@ def tiny(tokenizer, model_type: str, **extra) -> RewardModel:
 
 
 def shared_error(model: RewardModel, tokenizer, seed: int = 3) -> float:
-    pairs = window_pairs(len(tokenizer), 8, seed)
+    """The largest difference, over every response of 8 pairs and a group of three sharing rows, between the
+    shared layout's reward and the response's separate forward."""
+    groups = window_batch(len(tokenizer), 8, seed)
+    batch = SharedCollator(tokenizer.pad_token_id, pack_length=PACK)(groups)
+    assert shares_rows(batch, groups)
     with torch.no_grad():
-        chosen, rejected = pair_rewards(model, SharedCollator(tokenizer.pad_token_id, pack_length=96)(pairs))
-        return (torch.cat([chosen, rejected]) - separate(model, pairs)).abs().max().item()
+        return (group_rewards(model, batch) - separate(model, groups)).abs().max().item()
 
 
 def test_the_window_rule_on_positions():
@@ -138,8 +142,12 @@ def test_flex_attention_block_masks_apply_windows_per_layer_type(tokenizer):
     flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), vocab, pad, None)
     sdpa = build_model(ModelConfig(random_init=shape), vocab, pad, None)
     sdpa.load_state_dict(flex.state_dict())
-    pairs = window_pairs(vocab, 6, seed=4)
+    groups = window_batch(vocab, 6, seed=4)  # pairs and a group of three
+    batch = SharedCollator(pad, pack_length=PACK)(groups)
+    assert shares_rows(batch, groups)
     with torch.no_grad():
-        chosen, rejected = pair_rewards(RewardModel(flex).eval(), SharedCollator(pad, pack_length=128)(pairs))
-        want = separate(RewardModel(sdpa).eval(), pairs)
-    assert (torch.cat([chosen, rejected]) - want).abs().max().item() <= 1e-5
+        got = group_rewards(RewardModel(flex).eval(), batch)
+        want = separate(RewardModel(sdpa).eval(), groups)
+    torch._dynamo.reset()  # and leave none behind, for a flex test that runs after this one (tests/collate)
+    assert got.shape == want.shape == (2 * 6 + 3,)
+    assert (got - want).abs().max().item() <= 1e-5

@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from conftest import HH_HARMLESS_TEST, REPO
+from rm.data.data_report import DataReport
 from rm.data.formats.hh import split_pair
+from rm.data.formats.pair import ParseContext
 from rm.data.formats.ranked import parse_nectar
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -30,7 +32,7 @@ def test_groups_pairs_and_heldout_agree_with_the_source(tmp_path):
     heldout_prompts = {split_pair(r["chosen"], r["rejected"])[0] for r in heldout}
     originals = {(p, c, r) for p, c, r in (split_pair(s["chosen"], s["rejected"]) for s in source[:45])}
     for k, record in enumerate(groups):
-        group = parse_nectar(record, f"groups:{k + 1}", "harmless-base")
+        group = parse_nectar(record, f"groups:{k + 1}", ParseContext(DataReport(), subset="harmless-base"))
         assert group.rank == (0, 1, 2, 3)
         assert (group.prompt, *group.responses[:2]) in originals  # the real pair, word for word
         assert group.prompt in train_prompts and group.prompt not in heldout_prompts

@@ -38,8 +38,8 @@ def pairs():
 def test_layouts_and_plans_are_the_same_for_list_and_arrow_pairs(pairs, layout):
     split = EncodedSplit.from_batches(
         [
-            *EncodedSplit.from_pairs(pairs[:16]).table.to_batches(),
-            *EncodedSplit.from_pairs(pairs[16:]).table.to_batches(),
+            *EncodedSplit.from_groups(pairs[:16]).table.to_batches(),
+            *EncodedSplit.from_groups(pairs[16:]).table.to_batches(),
         ]
     )
     collate = {"padded": PaddedCollator(0), "shared": SharedCollator(0), "packed": PackedCollator(0)}[layout]
@@ -59,7 +59,7 @@ def test_layouts_and_plans_are_the_same_for_list_and_arrow_pairs(pairs, layout):
 def test_scoring_layouts_take_array_ids_as_they_take_lists(pairs, layout):
     """Two sequences share a prompt (grouped by equal ids, not by `==` on arrays, which compares elementwise)."""
     seqs = [ScoreSeq(p.prompt_ids, r) for p in pairs[:6] for r in (p.chosen_ids, p.rejected_ids)]
-    split = EncodedSplit.from_pairs(pairs[:6])
+    split = EncodedSplit.from_groups(pairs[:6])
     arrays = [ScoreSeq(p.prompt_ids, r) for p in split for r in (p.chosen_ids, p.rejected_ids)]
     got, want = layout.collate(arrays), layout.collate(seqs)
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)

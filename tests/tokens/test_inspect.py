@@ -100,3 +100,78 @@ def test_japanese_and_red_team_sources(tokenizer_dir, capsys):
     out = inspect_json(capsys, fixtures / "red_team_attempts.jsonl", "--tokenizer", tokenizer_dir)
     assert out["transcripts"] == 3 and out["subsets"] == {"red-team-attempts": 3}
     assert "not meant for fine-tuning" in out["refused_for_training"]
+
+
+# Groups (issue 25): K, ties and ranks, beside the token lengths and what max_length would do.
+LONG = "word " * 120
+GROUP_RECORDS = [
+    {"prompt": "\n\nHuman: Name a colour.\n\nAssistant:",
+     "answers": [{"answer": a, "rank": r, "model": "m"} for a, r in (("Red.", 2), ("Blue.", 1), ("Teal.", 4),
+                                                                      ("Green.", 3))]},
+    {"instruction": "What is 2 plus 2?",
+     "completions": [{"response": t, "overall_score": s} for t, s in (("4.", 8), ("Four.", 8), ("5.", 5), (LONG, 3))]},
+    {"prompt": "Pick a number.", "chosen": ["Seven."], "rejected": ["Three.", "Nine.", "Ten."]},
+    {"prompt": "Say hi.", "responses": [{"text": t, "rank": r} for t, r in (("Hi.", 2), ("Hello.", 1), ("Yo.", 3))]},
+]  # fmt: skip
+ORDER = [[-2, -1, -4, -3], [8, 8, 5, 3], [1, 0, 0, 0], [-2, -1, -3]]
+"""Each record's responses by how good the record says they are (higher is better): the reference."""
+HH_TEXTS = [  # (prompt, responses) as training renders them (this tokenizer has no chat template: HH text)
+    ("\n\nHuman: Name a colour.\n\nAssistant:", [" Red.", " Blue.", " Teal.", " Green."]),
+    ("\n\nHuman: What is 2 plus 2?\n\nAssistant:", [" 4.", " Four.", " 5.", " " + LONG]),
+    ("\n\nHuman: Pick a number.\n\nAssistant:", [" Seven.", " Three.", " Nine.", " Ten."]),
+    ("\n\nHuman: Say hi.\n\nAssistant:", [" Hi.", " Hello.", " Yo."]),
+]
+
+
+def test_group_sources_show_k_ties_and_ranks(tokenizer_dir, tokenizer, tmp_path, capsys):
+    from itertools import combinations
+
+    (tmp_path / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GROUP_RECORDS))
+    args = (tmp_path / "groups.jsonl", "--tokenizer", tokenizer_dir, "--max-length", 100)
+    out = inspect_json(capsys, *args)
+    pairs = [[a == b for a, b in combinations(order, 2)] for order in ORDER]
+    assert out["groups"] == 4 and out["responses"] == sum(map(len, ORDER))
+    assert out["k"] == {"3": 1, "4": 3}
+    assert out["pairs"] == sum(p.count(False) for p in pairs) == 17
+    assert out["ties"] == {"tied_pairs": sum(p.count(True) for p in pairs), "groups_with_a_tie": 2}
+    total = sum(len(set(order)) == len(order) for order in ORDER)
+    assert out["ranks"] == {"total_order": total, "partial_order": 4 - total} and total == 2
+
+    def n(text):
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    prompts = [n(p) for p, _ in HH_TEXTS]
+    responses = [[n(r) for r in rs] for _, rs in HH_TEXTS]
+    assert out["token_lengths"]["group"]["max"] == max(p + sum(rs) for p, rs in zip(prompts, responses, strict=True))
+    assert out["token_lengths"]["sequence"]["max"] == max(p + max(rs) for p, rs in zip(prompts, responses, strict=True))
+    assert out["token_lengths"]["response"]["max"] == max(map(max, responses)) > 100
+    shared = sum(p * len(rs) for p, rs in zip(prompts, responses, strict=True))
+    assert out["shared_prefix_fraction"] == round(shared / (shared + sum(map(sum, responses))), 4)
+    # The long answer alone is past max_length 100: it leaves its group of four, which keeps three.
+    assert out["max_length"]["responses_dropped"] == 1 and out["max_length"]["dropped_too_long"] == 0
+
+    assert main(["data", "inspect", *map(str, args)]) == 0
+    text = capsys.readouterr().out
+    assert "groups: 4 (15 responses, 17 ordered pairs)" in text and "K=3: 1, K=4: 3" in text
+    assert "ties: 4 tied pairs, in 2 groups" in text and "2 groups in a total order, 2 partial" in text
+    assert "1 responses left out of their groups" in text
+
+
+def test_pairwise_sources_read_as_before_with_their_ties_and_merged_into_groups_on_request(
+    tokenizer_dir, tmp_path, capsys
+):
+    """A pairwise source keeps today's report (no group keys), plus its tied pairs when it says any; with
+    data.group_by_prompt=true, pairs of one prompt are one group whose ranks come from the given pairs:
+    a > b, b > c, a > c orders all three, d > e and d > f leave e and f unordered (a partial order, as is the
+    tied pair g = h, a group of two)."""
+    rows = [("P1", "a", "b"), ("P1", "b", "c"), ("P1", "a", "c"), ("P2", "d", "e"), ("P2", "d", "f")]
+    records = [{"prompt": p, "chosen": c, "rejected": r} for p, c, r in rows]
+    records.append({"prompt": "P3", "chosen": "g", "rejected": "h", "tie": True})
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = inspect_json(capsys, tmp_path / "pairs.jsonl", "--tokenizer", tokenizer_dir)
+    assert out["pairs"] == 6 and out["ties"] == {"tied_pairs": 1}
+    assert not {"groups", "k", "ranks"} & set(out) and "parts_before_final_turn" in out
+
+    out = inspect_json(capsys, tmp_path / "pairs.jsonl", "--tokenizer", tokenizer_dir, "--set", "group_by_prompt=true")
+    assert out["k"] == {"2": 1, "3": 2} and out["ranks"] == {"total_order": 1, "partial_order": 2}
+    assert out["pairs"] == 5 and out["ties"] == {"tied_pairs": 1, "groups_with_a_tie": 1}

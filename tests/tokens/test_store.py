@@ -42,7 +42,7 @@ def pairs():
 
 
 def test_pairs_read_back_as_written_from_one_or_many_batches(pairs):
-    for split in (EncodedSplit.from_pairs(pairs), chunked(pairs, [7, 0, 13, 20])):
+    for split in (EncodedSplit.from_groups(pairs), chunked(pairs, [7, 0, 13, 20])):
         assert split.table.schema.equals(SCHEMA) and len(split) == len(pairs)
         assert [as_tuple(p) for p in split] == [as_tuple(p) for p in pairs]
         assert as_tuple(split[-1]) == as_tuple(pairs[-1]) and [as_tuple(p) for p in split[3:9:2]] == [
@@ -57,28 +57,28 @@ def test_pairs_read_back_as_written_from_one_or_many_batches(pairs):
 
 def test_from_table_round_trips_in_memory_and_through_a_memory_mapped_ipc_file(pairs, tmp_path):
     split = chunked(pairs, [10, 30])
-    again = EncodedSplit.from_table(split.table)
+    again = EncodedSplit(split.table)
     assert [as_tuple(p) for p in again] == [as_tuple(p) for p in pairs]
     path = tmp_path / "train.arrow"
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
         writer.write_table(split.table)
     before = pa.total_allocated_bytes()
     with pa.memory_map(str(path), "r") as source:
-        mapped = EncodedSplit.from_table(pa.ipc.open_file(source).read_all())
+        mapped = EncodedSplit(pa.ipc.open_file(source).read_all())
         assert [as_tuple(p) for p in mapped] == [as_tuple(p) for p in pairs]
         assert pa.total_allocated_bytes() - before < 4096  # ids are read from the mapped pages, not copied
         # A slice of a mapped table (offsets that do not start at 0) reads the right pairs too.
-        sliced = EncodedSplit.from_table(mapped.table.slice(12, 20))
+        sliced = EncodedSplit(mapped.table.slice(12, 20))
         assert [as_tuple(p) for p in sliced] == [as_tuple(p) for p in pairs[12:32]]
 
 
 def test_a_table_of_another_shape_is_refused(pairs):
-    table = EncodedSplit.from_pairs(pairs).table
+    table = EncodedSplit.from_groups(pairs).table
     with pytest.raises(DataError, match="margin"):
-        EncodedSplit.from_table(table.set_column(4, "margin", table.column("margin").cast(pa.float32())))
+        EncodedSplit(table.set_column(4, "margin", table.column("margin").cast(pa.float32())))
     nulls = pa.array([None] * len(pairs), type=pa.int32())
     with pytest.raises(DataError, match="subset_id"):
-        EncodedSplit.from_table(table.set_column(3, SCHEMA.field("subset_id"), nulls))
+        EncodedSplit(table.set_column(3, SCHEMA.field("subset_id"), nulls))
 
 
 def test_join_ids_concatenates_lists_and_arrays():
@@ -129,7 +129,7 @@ def test_groups_of_any_size_read_back_with_their_lengths(tmp_path):
     groups = groups_of_mixed_size(60, seed=5)
     write_split(chunked(groups, [11, 0, 30, 19]), tmp_path / "g.arrow")
     mapped = read_split(tmp_path / "g.arrow")
-    for split in (mapped, EncodedSplit.from_table(mapped.table.slice(9, 40))):
+    for split in (mapped, EncodedSplit(mapped.table.slice(9, 40))):
         want = groups if len(split) == len(groups) else groups[9:49]
         assert [as_plain(g) for g in split] == [as_plain(g) for g in want]
         sizes = split.lengths()

@@ -175,3 +175,19 @@ def test_prune_keeps_the_newest_complete_checkpoints(tmp_path):
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-10", "step-8"]
     prune(tmp_path, keep=0)  # 0 keeps all
     assert [s for s, _ in RunDir(tmp_path).complete_checkpoints()] == [8, 10]
+
+
+def test_resuming_a_run_saved_before_split_versions_keeps_its_hold_out_by_record(tmp_path):
+    """A checkpoint whose config.yaml has no data.split_version held out by record: resuming it must too, or the
+    resumed run would train on pairs it held out and evaluate on others."""
+    from rm.config import RunConfig
+    from rm.training.checkpoint import with_its_split
+
+    old, new = tmp_path / "step-4", tmp_path / "step-8"
+    for folder, data in ((old, "data:\n  eval_split: ''\n"), (new, "data:\n  eval_split: ''\n  split_version: 2\n")):
+        folder.mkdir()
+        (folder / "config.yaml").write_text(data)
+    cfg = RunConfig()
+    assert with_its_split(cfg, old).data.split_version == 1
+    assert with_its_split(cfg, new).data.split_version == 2
+    assert with_its_split(cfg, None) is cfg

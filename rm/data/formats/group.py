@@ -4,6 +4,11 @@ A pair is the K = 2 case with ranks (0, 1); K-response records (UltraFeedback's 
 RewardBench 2's chosen and rejected lists) become a `Group` whose ranks say what is known about the order:
 0 is best, equal ranks tie. Scores (higher is better) become ranks densely, so two responses rated 4 tie
 and the next one down gets the next rank whatever the gap.
+
+Groups merged from pairwise records (`rm/data/grouping.py`, `data.group_by_prompt: true`) know only the
+comparisons their records made, so they carry those explicitly in `pairs`; `responses_of`, `rank_of`,
+`scores_of` and `pairs_of` read a `Pair` as the group of two it is, so code below the parsers need not ask
+which one it holds.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rm.data.formats.pair import number_of
+from rm.data.formats.pair import Pair, number_of
 from rm.errors import RecordError
 
 MISSING = ("N/A", "n/a", "NA", "")
@@ -33,6 +38,32 @@ class Group:
     """Offsets in `prompt` where a long prompt may be cut; None: at its "\\n\\nHuman:" tags."""
     scores: tuple[float, ...] | None = None
     """The scores the ranks came from (margins are their differences); None for ranked data."""
+    pairs: tuple[tuple[int, int, bool], ...] | None = None
+    """Explicit comparisons (a, b, tie): a better than b, or a ties b. None: every two responses, ordered by
+    rank. Set for groups merged from pairwise records, whose `rank` is then the level in the given order."""
+
+
+Example = Pair | Group
+"""What loading gives: a pair, or one prompt with K ranked responses (a pair is the K = 2 case)."""
+
+
+def responses_of(item: Pair | Group) -> tuple[str, ...]:
+    return (item.chosen, item.rejected) if isinstance(item, Pair) else item.responses
+
+
+def rank_of(item: Pair | Group) -> tuple[int, ...]:
+    """A pair is (0, 1), or (0, 0) when it says a tie."""
+    if isinstance(item, Pair):
+        return (0, 0) if item.tie else (0, 1)
+    return item.rank
+
+
+def scores_of(item: Pair | Group) -> tuple[float, ...] | None:
+    return None if isinstance(item, Pair) else item.scores
+
+
+def pairs_of(item: Pair | Group) -> tuple[tuple[int, int, bool], ...] | None:
+    return None if isinstance(item, Pair) else item.pairs
 
 
 def score_of(value: Any, field: str) -> float | None:
@@ -60,12 +91,15 @@ def ranks_from_places(places: list[int], field: str) -> tuple[int, ...]:
 
 
 def checked_group(
-    prompt: str, responses: list[str], rank: tuple[int, ...], names: list[str], subset: str, origin: str, **more: Any
-) -> Group:
+    prompt: str, responses: list[str], rank: tuple[int, ...], names: list[str], subset: str, origin: str,
+    field: str, order: str, **more: Any,
+) -> Group:  # fmt: skip
     """The group, or the `RecordError` that makes it a bad record: fewer than 2 responses, an empty or repeated
-    response, or every response tied (nothing to learn). `names[k]` is response k's field, for the message."""
+    response, or every response tied (nothing to learn). `names[k]` is response k's field, `field` the list
+    that holds them and `order` the field their scores or ranks come from, for the message."""
     if len(responses) < 2:
-        raise RecordError("too_few_responses", f"{len(responses)} response(s) with a score or rank; a group needs 2")
+        message = f"field {field!r} has {len(responses)} response(s) with a score or rank; a group needs 2"
+        raise RecordError("too_few_responses", message, field)
     seen: dict[str, int] = {}
     for k, text in enumerate(responses):
         if not text.strip():
@@ -75,5 +109,6 @@ def checked_group(
             raise RecordError("duplicate_response", f"fields {first!r} and {names[k]!r} are the same text", names[k])
         seen[text] = k
     if len(set(rank)) < 2:
-        raise RecordError("all_tied", "every response has the same score or rank: nothing to learn from the group")
+        message = f"field {order!r}: every response has the same score or rank, nothing to learn from the group"
+        raise RecordError("all_tied", message, order)
     return Group(prompt, tuple(responses), rank, subset, origin, **more)

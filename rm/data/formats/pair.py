@@ -30,6 +30,9 @@ class Pair:
     """Offsets in `prompt` where a long prompt may be cut (user turns); None: at its "\\n\\nHuman:" tags."""
     parts_early: bool = False
     """True when chosen and rejected part before the final assistant turn."""
+    tie: bool = False
+    """The record says the two are equally good (`"tie": true`, or equal `chosen_score`/`rejected_score`): rank
+    (0, 0), a term only under `loss.ties: davidson`. The texts must still differ."""
 
 
 @dataclass
@@ -42,6 +45,8 @@ class ParseContext:
     """Subset of records that do not name their own (the folder or dataset name)."""
     argilla: Any = None
     """`ArgillaConfig` (options for Argilla exports); None: all off."""
+    score_field: str = ""
+    """`data.score_field`: the score that orders a K-response group or a row; "" takes the format's own."""
 
 
 def text_field(record: dict, name: str) -> str:
@@ -83,6 +88,22 @@ def margin_of(record: dict) -> float | None:
     if value is None or value == "":
         return None
     return number_of(value, "margin")
+
+
+def tie_of(record: dict) -> bool:
+    """Whether a pairwise record says its two answers tie: `"tie": true`, or equal `chosen_score` and
+    `rejected_score`. A record saying both a tie and different scores contradicts itself: a bad record."""
+    tie = record.get("tie")
+    if tie is not None and not isinstance(tie, bool):
+        raise RecordError("not_a_bool", f"field 'tie' must be true or false, got {tie!r}", "tie")
+    scores = [record.get(k) for k in ("chosen_score", "rejected_score")]
+    if any(v is None or v == "" for v in scores):
+        return bool(tie)
+    chosen, rejected = number_of(scores[0], "chosen_score"), number_of(scores[1], "rejected_score")
+    if tie and chosen != rejected:
+        message = f"field 'tie' is true but chosen_score {chosen:g} and rejected_score {rejected:g} differ"
+        raise RecordError("tie_conflict", message, "tie")
+    return chosen == rejected
 
 
 def subset_of(record: dict, default: str) -> str:

@@ -1,28 +1,44 @@
-"""Record formats: one parser per format, each turning a raw record into `Pair`s or a `RecordError`.
+"""Record formats: one parser per format, each turning a raw record into `Pair`s, a `Group`, `Row`s or a
+`RecordError`.
 
-| format | a record |
-| --- | --- |
-| `hh` | `{"chosen": "\\n\\nHuman: …\\n\\nAssistant: …", "rejected": …}`: two whole conversations |
-| `prompt` | `{"prompt": str, "chosen": str, "rejected": str}` |
-| `conversation` | `chosen`/`rejected` (and optionally `prompt`) as lists of `{"role", "content"}` messages |
-| `argilla` | an Argilla export such as hironow/test-hh-rlhf-12k-ja (see `rm/data/formats/argilla.py`) |
-| `red-team` | red-team-attempts transcripts: read by `rm/data/transcripts.py` for scoring, refused for training |
+| format | a record | detected by |
+| --- | --- | --- |
+| `hh` | `{"chosen": "\\n\\nHuman: …\\n\\nAssistant: …", "rejected": …}`: two whole conversations | `chosen` a string |
+| `prompt` | `{"prompt": str, "chosen": str, "rejected": str}` | `prompt` |
+| `conversation` | `chosen`/`rejected` (and optionally `prompt`) as lists of `{"role", "content"}` messages | a list |
+| `argilla` | an Argilla export such as hironow/test-hh-rlhf-12k-ja (`rm/data/formats/argilla.py`) | its fields |
+| `ultrafeedback` | `instruction` (or `prompt`), `completions: [{response, overall_score, …}]` | `completions` |
+| `nectar` | `prompt` (HH turns), `answers: [{answer, rank, model}]` | `answers` |
+| `rewardbench2` | `prompt`, `chosen: [str, …]`, `rejected: [str, …]` | two lists of strings |
+| `responses` | `prompt`, `responses: [{text or messages, score or rank}]` | `responses` |
+| `rows` | `prompt`, `response`, a score column (HelpSteer2; `rm/data/formats/rows.py`) | `response` |
+| `red-team` | red-team-attempts transcripts: scored (`rm/data/transcripts.py`), refused for training | `transcript` |
 
-Any format may also carry `subset` (a string) and `margin` (a number). `data.columns` renames a
-source's columns to these names first, so anything else can be read as one of the above.
+The K-response formats (`rm/data/formats/ranked.py`) are detected only in records without `chosen`
+(RewardBench 2's lists of strings aside), so every pairwise record is detected as it always was. Pairwise
+records may say `"tie": true` or carry `chosen_score`/`rejected_score` (equal: a tie). Any format may also
+carry `subset` (a string) and `margin` (a number). `data.columns` renames a source's columns to these names
+first, so anything else can be read as one of the above.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rm.data.formats.argilla import parse_argilla
 from rm.data.formats.chat import Message, messages_from
+from rm.data.formats.group import Group
 from rm.data.formats.hh import ASSISTANT, split_pair
-from rm.data.formats.pair import Pair, ParseContext, check_responses, lf_only, margin_of, subset_of, text_field
+from rm.data.formats.pair import Pair, ParseContext, check_responses, lf_only, margin_of, subset_of, text_field, tie_of
+from rm.data.formats.ranked import parse_nectar, parse_responses, parse_rewardbench2, parse_ultrafeedback
+from rm.data.formats.rows import Row, parse_rows
 from rm.errors import RecordError
 
 FORMATS = ("hh", "prompt", "conversation", "argilla", "red-team")
+FORMATS += ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows")
+K_FORMATS = {"completions": "ultrafeedback", "answers": "nectar", "responses": "responses", "response": "rows"}
+"""A K-response format by the field that holds its responses, in a record without `chosen`."""
 PAIR_FIELDS = ("prompt", "chosen", "rejected", "subset", "margin")
 COLUMNS_HINT = (
     "name rm's fields among them with data.columns={prompt: COLUMN, chosen: COLUMN, rejected: COLUMN} "
@@ -42,6 +58,12 @@ def detect_format(record: Any) -> str | None:
         prompt is None and isinstance(chosen, str) and chosen.startswith("user:")
     ):
         return "argilla"
+    if "chosen" not in record:
+        found = next((fmt for name, fmt in K_FORMATS.items() if name in record), None)
+        if found:
+            return found
+    if _strings(chosen) and _strings(record.get("rejected")) and (chosen or record.get("rejected")):
+        return "rewardbench2"
     if isinstance(chosen, list) or isinstance(prompt, list):
         return "conversation"
     if "prompt" in record:
@@ -49,6 +71,10 @@ def detect_format(record: Any) -> str | None:
     if isinstance(chosen, str):
         return "hh"
     return None
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def is_message_list(value: Any) -> bool:
@@ -77,13 +103,14 @@ def parse_hh(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
         raise RecordError(e.reason, f"fields 'chosen' and 'rejected': {e}") from None
     check_responses(c, r)
     early = ASSISTANT in c or ASSISTANT in r
-    return [Pair(prompt, c, r, subset_of(record, ctx.subset), margin_of(record), origin, None, early)]
+    return [Pair(prompt, c, r, subset_of(record, ctx.subset), margin_of(record), origin, None, early, tie_of(record))]
 
 
 def parse_prompt(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
     prompt, chosen, rejected = (text_field(record, k) for k in ("prompt", "chosen", "rejected"))
     check_responses(chosen, rejected)
-    return [Pair(prompt, chosen, rejected, subset_of(record, ctx.subset), margin_of(record), origin)]
+    subset, tie = subset_of(record, ctx.subset), tie_of(record)
+    return [Pair(prompt, chosen, rejected, subset, margin_of(record), origin, tie=tie)]
 
 
 def _responses(record: dict, name: str, wrap: bool) -> list[Message]:
@@ -107,17 +134,30 @@ def parse_conversation(record: dict, origin: str, ctx: ParseContext) -> list[Pai
         head = []
     text = ctx.renderer.pair(head + chosen, head + rejected)
     subset = subset_of(record, ctx.subset)
-    margin = margin_of(record)
-    return [Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early)]
+    margin, tie = margin_of(record), tie_of(record)
+    return [
+        Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early, tie)
+    ]
 
 
-def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[Pair]:
-    """The pairs one record gives (an Argilla record may give several), or a RecordError."""
+def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[Pair | Group | Row]:
+    """What one record gives: pairs (an Argilla record may give several), one group, a row (none when its
+    score is missing), or a RecordError. Rows become groups in `rm.data.grouping.gather_groups`."""
     if not isinstance(record, dict):
         raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
-    if fmt == "argilla":
-        return parse_argilla(record, origin, ctx)
-    return PARSERS[fmt](record, origin, ctx)
+    out = PARSERS[fmt](record, origin, ctx)
+    return out if isinstance(out, list) else [out]
 
 
-PARSERS = {"hh": parse_hh, "prompt": parse_prompt, "conversation": parse_conversation}
+PARSERS: dict[str, Callable[[dict, str, ParseContext], Any]] = {
+    "hh": parse_hh,
+    "prompt": parse_prompt,
+    "conversation": parse_conversation,
+    "argilla": parse_argilla,
+    "ultrafeedback": parse_ultrafeedback,
+    "nectar": parse_nectar,
+    "rewardbench2": parse_rewardbench2,
+    "responses": parse_responses,
+    "rows": parse_rows,
+}
+"""Each format's parser, (record, origin, ctx) -> its pairs, its group or its rows."""

@@ -8,22 +8,23 @@
 | `rewardbench2` | `prompt`, `chosen: [str, …]`, `rejected: [str, …]`, `subset`: every chosen over every rejected |
 | `responses` | `prompt` (text or messages), `responses: [{text or messages, score or rank}]` |
 
-`score_field` names the score that orders an UltraFeedback group (`overall_score`, `fine-grained_score`, or
-an annotation aspect such as `helpfulness`, whose `Rating` is read); a missing score ("N/A") leaves that
-response out rather than refusing the record. A plain-text prompt is a user message and each response an
-assistant message, rendered as pairs of message lists are (rm/data/formats/chat.py: the tokenizer's chat
-template, or HH text); Nectar's prompts are HH text already, and its answers follow them as HH answers do
-(after a space).
+`data.score_field` (`ParseContext.score_field`) names the score that orders an UltraFeedback group
+(`overall_score` by default, `fine-grained_score`, or an annotation aspect such as `helpfulness`, whose
+`Rating` is read); a missing score ("N/A") leaves that response out rather than refusing the record. A
+plain-text prompt is a user message and each response an assistant message, rendered as pairs of message
+lists are (rm/data/formats/chat.py: the tokenizer's chat template, or HH text); Nectar's prompts are HH
+text already, and its answers follow them as HH answers do (after a space). One row per response
+(HelpSteer2) is `rm/data/formats/rows.py`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rm.data.formats.chat import Message, Renderer, messages_from
+from rm.data.formats.chat import Message, RenderedGroup, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
-from rm.data.formats.pair import string_of, subset_of, text_field
+from rm.data.formats.pair import ParseContext, string_of, subset_of, text_field
 from rm.errors import RecordError
 
 
@@ -42,20 +43,28 @@ def _object(value: Any, field: str) -> dict:
     return value
 
 
-def _rendered(
-    prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
-    renderer: Renderer, subset: str, origin: str, scores: tuple[float, ...] | None = None,
-) -> Group:  # fmt: skip
+def rendered(
+    prompt: str | list[Message], texts: list[str | list[Message]], names: list[str], renderer: Renderer
+) -> RenderedGroup:
     """Messages (a string prompt is one user message, a string response one assistant message) as text."""
     head = [Message("user", prompt)] if isinstance(prompt, str) else prompt
     rests = [[Message("assistant", t)] if isinstance(t, str) else t for t in texts]
     for name, rest in zip(names, rests, strict=True):
         if rest[0].role != "assistant":
             raise RecordError("bad_message", f"field {name!r} must start with an assistant message", name)
-    text = renderer.group(head, rests, names)
+    return renderer.group(head, rests, names)
+
+
+def _rendered_group(
+    prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
+    ctx: ParseContext, record: dict, origin: str, fields: tuple[str, str], scores: tuple[float, ...] | None = None,
+) -> Group:  # fmt: skip
+    text = rendered(prompt, texts, names, ctx.renderer)
+    subset = subset_of(record, ctx.subset)
     return checked_group(
-        text.prompt, list(text.responses), rank, names, subset, origin, turn_starts=text.turn_starts, scores=scores
-    )
+        text.prompt, list(text.responses), rank, names, subset, origin, *fields, turn_starts=text.turn_starts,
+        scores=scores,
+    )  # fmt: skip
 
 
 def ultrafeedback_score(completion: dict, field: str, where: str) -> float | None:
@@ -64,11 +73,13 @@ def ultrafeedback_score(completion: dict, field: str, where: str) -> float | Non
         return score_of(completion[field], f"{where}.{field}")
     aspect = _object(completion.get("annotations", {}), f"{where}.annotations").get(field)
     if aspect is None:
-        raise RecordError("missing_field", f"field '{where}.{field}' is missing (no such score or annotation)", where)
+        message = f"field '{where}.{field}' is missing (no such score or annotation)"
+        raise RecordError("missing_field", message, f"{where}.{field}")
     return score_of(_object(aspect, f"{where}.annotations.{field}").get("Rating"), f"{where}.annotations.{field}")
 
 
-def parse_ultrafeedback(record: dict, origin: str, renderer: Renderer, subset: str, score_field: str) -> Group:
+def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
+    score_field = ctx.score_field or "overall_score"
     prompt = text_field(record, "instruction" if "instruction" in record else "prompt")
     texts, scores, names = [], [], []
     for k, item in enumerate(_list(record, "completions")):
@@ -80,10 +91,11 @@ def parse_ultrafeedback(record: dict, origin: str, renderer: Renderer, subset: s
             scores.append(score)
             names.append(f"{where}.response")
     rank = ranks_from_scores(scores)
-    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin, tuple(scores))
+    fields = ("completions", f"completions[].{score_field}")
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores))
 
 
-def parse_nectar(record: dict, origin: str, subset: str) -> Group:
+def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
     prompt = text_field(record, "prompt")
     if not prompt.rstrip().endswith(ASSISTANT):
         raise RecordError("bad_turns", f"field 'prompt' must end on {ASSISTANT!r} (Nectar's HH turns)", "prompt")
@@ -94,27 +106,33 @@ def parse_nectar(record: dict, origin: str, subset: str) -> Group:
         answer = _object(item, where)
         text = string_of(answer.get("answer"), f"{where}.answer")
         place = answer.get("rank")
-        if isinstance(place, bool) or not isinstance(place, int):
-            raise RecordError("missing_rank", f"field '{where}.rank' must be a whole number, got {place!r}", where)
+        if place is None:
+            raise RecordError("missing_rank", f"field '{where}.rank' is missing", f"{where}.rank")
+        # the card says int; a Parquet column of ranks may come back as floats (2.0): a whole number either way
+        if isinstance(place, bool) or not isinstance(place, (int, float)) or not float(place).is_integer():
+            message = f"field '{where}.rank' must be a whole number, got {place!r}"
+            raise RecordError("not_a_number", message, f"{where}.rank")
         texts.append(text if text[:1].isspace() else " " + text)
-        places.append(place)
+        places.append(int(place))
         names.append(f"{where}.answer")
     rank = ranks_from_places(places, "answers[].rank")
-    return checked_group(prompt, texts, rank, names, subset_of(record, subset), origin)
+    return checked_group(prompt, texts, rank, names, subset_of(record, ctx.subset), origin, "answers", "answers[].rank")
 
 
-def parse_rewardbench2(record: dict, origin: str, renderer: Renderer, subset: str) -> Group:
+def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
     prompt = text_field(record, "prompt")
     chosen, rejected = _list(record, "chosen"), _list(record, "rejected")
-    if not chosen or not rejected:
-        raise RecordError("too_few_responses", "a RewardBench 2 record needs at least one chosen and one rejected")
+    for name, texts in (("chosen", chosen), ("rejected", rejected)):
+        if not texts:
+            message = f"field {name!r} is empty: a RewardBench 2 record needs at least one chosen and one rejected"
+            raise RecordError("too_few_responses", message, name)
     names = [f"chosen[{k}]" for k in range(len(chosen))] + [f"rejected[{k}]" for k in range(len(rejected))]
     texts = [string_of(t, name) for t, name in zip(chosen + rejected, names, strict=True)]
     rank = (0,) * len(chosen) + (1,) * len(rejected)  # chosen tie among themselves, as do rejected
-    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin)
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, ("chosen", "rejected"))
 
 
-def parse_responses(record: dict, origin: str, renderer: Renderer, subset: str) -> Group:
+def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
     raw = record.get("prompt")
     prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
     texts, values, names, kinds = [], [], [], set()
@@ -133,14 +151,17 @@ def parse_responses(record: dict, origin: str, renderer: Renderer, subset: str) 
         names.append(where)
     if len(kinds) > 1:
         raise RecordError("mixed_order", "some responses have a score and others a rank: give one kind", "responses")
+    kind = next(iter(kinds), "score")
     if any(v is None for v in values):
         missing = names[values.index(None)]
-        raise RecordError("missing_rank", f"field '{missing}' has no {kinds.pop()}", missing)
-    if kinds == {"rank"}:
+        raise RecordError("missing_rank", f"field '{missing}.{kind}' is missing", f"{missing}.{kind}")
+    if kind == "rank":
         if any(v != int(v) for v in values):
-            raise RecordError("missing_rank", "field 'responses[].rank' must hold whole numbers", "responses")
+            message = "field 'responses[].rank' must hold whole numbers"
+            raise RecordError("missing_rank", message, "responses[].rank")
         rank = ranks_from_places([int(v) for v in values], "responses[].rank")
         scores = None
     else:
         rank, scores = ranks_from_scores(values), tuple(values)
-    return _rendered(prompt, texts, rank, names, renderer, subset_of(record, subset), origin, scores)
+    fields = ("responses", f"responses[].{kind}")
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, scores)

@@ -1,0 +1,91 @@
+"""eval.json's numbers for `rm eval`: every item's comparisons, the strictly ordered pairs among them, and the
+pairwise and group metrics over those, per subset.
+
+Kept apart from scoring (rm/evaluation/split_rewards.py) and from the files (rm/evaluation/eval_report.py) so
+the numbers are a pure function of the items and their rewards: a test builds them from rewards it chose, with no
+model and no process group.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rm.data.formats.group import pairs_of, rank_of, responses_of
+from rm.data.load import Example
+from rm.evaluation import metrics, ranking_metrics
+from rm.evaluation.summary import by_subset, with_group_metrics
+
+
+def comparisons_of(item: Example, rewards: np.ndarray) -> np.ndarray:
+    """The item's comparisons [n, 3] (a, b, tie; a the better unless tied) among its scored responses (`rewards`
+    not NaN: encoding drops a response too long for max_length, and every comparison it was in), as training's
+    layouts list them (rm/collate/padded.py's `comparisons`)."""
+    explicit = pairs_of(item)
+    if explicit is None:
+        pairs = ranking_metrics.rank_comparisons(np.array(rank_of(item)))
+    else:
+        pairs = np.array([(a, b, int(tie)) for a, b, tie in explicit], dtype=np.int64).reshape(-1, 3)
+    scored = ~np.isnan(rewards)
+    return pairs[scored[pairs[:, 0]] & scored[pairs[:, 1]]]
+
+
+def build_result(items: list[Example], rewards: list[np.ndarray], samples: int, seed: int) -> dict:
+    """eval.json's numbers for `items` (pairs and groups) and their rewards (same order; per item, one reward per
+    response in the item's order, NaN where encoding dropped the response).
+
+    The pairwise numbers (`metrics.pair_summary`: accuracy, calibration, length bias) are over every strictly
+    ordered pair, the better response as the chosen one; the group metrics (`ranking_metrics`) beside them, and
+    the interval resamples prompts (equal prompt texts). For pairs with distinct prompts: the pairwise report."""
+    comparisons = [comparisons_of(item, r) for item, r in zip(items, rewards, strict=True)]
+    chosen_item, chosen, rejected, len_c, len_r = strict_pairs(items, rewards, comparisons)
+    names = sorted({p.subset for p in items})
+    subset_ids = np.array([names.index(p.subset) for p in items], dtype=int)
+    prompt_ids = np.unique([p.prompt for p in items], return_inverse=True)[1].reshape(-1)
+    scored = [~np.isnan(r) for r in rewards]
+    columns = ranking_metrics.score_groups(
+        [r[k] for r, k in zip(rewards, scored, strict=True)],
+        [np.array(rank_of(p))[k] for p, k in zip(items, scored, strict=True)],
+        [renumbered(c, k) for c, k in zip(comparisons, scored, strict=True)],
+    )
+
+    def summary(mask):
+        pairs = mask[chosen_item]
+        pairwise = metrics.pair_summary(
+            chosen[pairs], rejected[pairs], len_c[pairs], len_r[pairs], samples=samples, seed=seed
+        )
+        sliced = {k: v[mask] for k, v in columns.items()}
+        groups = ranking_metrics.summarize_scores(sliced, prompt_ids[mask], samples=samples, seed=seed)
+        return with_group_metrics(pairwise, groups)
+
+    def diff_bins(mask):
+        pairs = mask[chosen_item]
+        return metrics.length_diff_bins(chosen[pairs], rejected[pairs], len_c[pairs], len_r[pairs])
+
+    return {
+        **by_subset(summary, subset_ids, names),
+        "calibration": {"bins": metrics.calibration_bins(chosen, rejected)},
+        "length_bins": by_subset(diff_bins, subset_ids, names),
+    }
+
+
+def strict_pairs(
+    items: list[Example], rewards: list[np.ndarray], comparisons: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, ...]:
+    """Every strictly ordered pair of every item, the better response first: (its item, chosen reward, rejected
+    reward, chosen length, rejected length), each [pairs]; for pairs, each pair's own."""
+    if comparisons is None:
+        comparisons = [comparisons_of(item, r) for item, r in zip(items, rewards, strict=True)]
+    item_of = np.repeat(np.arange(len(items)), [len(c) for c in comparisons])
+    flat = np.concatenate(comparisons) if comparisons else np.zeros((0, 3), dtype=np.int64)
+    strict = flat[:, 2] == 0
+    start = np.concatenate([[0], np.cumsum([len(r) for r in rewards])]).astype(np.int64)[item_of[strict]]
+    a, b = start + flat[strict, 0], start + flat[strict, 1]
+    every = np.concatenate(rewards) if rewards else np.zeros(0)
+    chars = np.array([len(t) for item in items for t in responses_of(item)], dtype=float)
+    return item_of[strict], every[a], every[b], chars[a], chars[b]
+
+
+def renumbered(pairs: np.ndarray, scored: np.ndarray) -> np.ndarray:
+    """Comparisons among the scored responses, renumbered to their places among those."""
+    place = np.cumsum(scored) - 1
+    return np.stack([place[pairs[:, 0]], place[pairs[:, 1]], pairs[:, 2]], 1) if len(pairs) else pairs
