@@ -361,3 +361,61 @@ def summary_line(rows: dict, extra: dict | None = None) -> str:
     }
     line["speedup_vs_trl"] = round(line["shared_pairs_per_s"] / line["trl_pairs_per_s"], 3)
     return json.dumps(line | (extra or {}))
+
+
+def rm_overrides(
+    work: Path, mode: str, source: Path, layout: str, batch: int, budget: int, seed: int, lr: float, grouped: bool
+) -> list[str]:
+    """rm's config for one benchmark worker: the benchmark's model, one epoch of `batch` items (pairs or groups)
+    per optimizer step at a fixed count, linear decay from `lr` without warm-up, nothing exported."""
+    m = MODEL
+    return [
+        f"output_dir={work / mode}",
+        "train.overwrite=true",  # a rerun of the benchmark in the same --work folder
+        f"data.source={source}",
+        f"data.cache_dir={work / 'cache'}",
+        f"tokenizer.name_or_path={work / 'tokenizer'}",
+        f"model.random_init.hidden_size={m['hidden_size']}",
+        f"model.random_init.num_hidden_layers={m['num_hidden_layers']}",
+        f"model.random_init.num_attention_heads={m['num_attention_heads']}",
+        f"model.random_init.intermediate_size={m['intermediate_size']}",
+        "model.random_init.max_position_embeddings=1024",
+        "collator.max_length=512",
+        f"collator.layout={layout}",
+        "collator.max_tokens=0",  # a fixed count per step in every mode; packed layouts pack inside the batch
+        f"collator.group_by_length={str(grouped).lower()}",
+        f"collator.eval_max_tokens={4 * budget if layout != 'padded' else 0}",
+        f"train.batch_size={batch}",
+        "train.eval_batch_size=32",
+        "train.epochs=1",
+        f"train.lr={lr}",
+        "train.scheduler=linear",
+        "train.warmup_ratio=0",
+        "train.report_to=[]",
+        "train.log_steps=1000000",
+        f"train.seed={seed}",
+        "export.enabled=false",
+    ]
+
+
+def mode_rates(work: Path, modes: list[str], turns: dict, computed: Callable[[dict], float]) -> dict[str, dict]:
+    """`rates` of each mode with the headline `pairs_per_s` (and its min-max) the per-turn median of computed
+    FLOPs per second in the mode's own pairs (the raw median kept as `raw_pairs_per_s`), plus the mode's
+    whole-run `slots_per_pair` and `computed_flops_per_pair`."""
+    rows = {}
+    for m in modes:
+        r = rates(work / f"{m}.progress", turns[m], computed)
+        r["raw_pairs_per_s"] = r["pairs_per_s"]
+        # no counted turn (a run of a step or two): nan, as `rates` gives its other figures
+        for key in ("", "_min", "_max"):
+            r[f"pairs_per_s{key}"] = r.get(f"work_pairs_per_s{key}", float("nan"))
+        last = _last(work / f"{m}.progress")
+        r["slots_per_pair"] = last["slots"] / last["pairs"] if last.get("pairs") else float("nan")
+        r["computed_flops_per_pair"] = computed(last) / last["pairs"] if last.get("pairs") else float("nan")
+        rows[m] = r
+    return rows
+
+
+def accuracy_se(accuracy: float, n: int) -> float:
+    """The binomial standard error of an accuracy over `n` held-out pairs."""
+    return (accuracy * (1 - accuracy) / max(1, n)) ** 0.5

@@ -56,7 +56,9 @@ def read_pairs(limit: int = 0) -> list[tuple[dict, tuple[str, str, str]]]:
 
 
 def single_turn(response: str) -> bool:
-    return HUMAN not in response
+    """A one-turn answer with some text: a donor of off-topic answers (HH has a few empty answers, which would make
+    a group rm refuses as a bad record)."""
+    return HUMAN not in response and bool(response.strip())
 
 
 def groups(split: list[tuple[str, str, str]]) -> list[tuple[str, list[str]]]:
