@@ -46,6 +46,34 @@ TINY = [
     "train.log_steps=4",
     "train.lr=3e-3",
 ]
+# A two-step run on 48 generated pairs: what the run-directory, lock and disk-full tests start, stop and resume.
+SHORT = [
+    "data.synthetic.n_train=48",
+    "data.synthetic.n_eval=16",
+    *TINY_MODEL,
+    "train.batch_size=8",
+    "train.eval_batch_size=16",
+    "train.max_steps=2",
+    "train.save_steps=1",
+    "train.report_to=[]",
+    "train.num_threads=1",
+]
+# Six steps on 96 generated pairs (12 micro-batches an epoch, so a stop after step 4 is inside the first), no
+# eval, no export: what the checkpoint-fault and exact-resume tests compare runs on.
+SIX_STEPS = [
+    "data.synthetic.n_train=96",
+    "data.synthetic.n_eval=24",
+    *TINY_MODEL,
+    "train.batch_size=8",
+    "train.eval_batch_size=24",
+    "train.max_steps=6",
+    "train.log_steps=2",
+    "train.eval_steps=0",
+    "train.lr=3e-3",
+    "train.report_to=[]",
+    "train.num_threads=1",
+    "export.enabled=false",
+]
 HH_HARMLESS_TEST = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 
 

@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     except RMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full disk where no writer of rm's named the file: still one line (issue 30)
+        from rm.config.atomic import is_no_space, no_space
+
+        if not is_no_space(e):
+            raise
+        print(f"error: {no_space(e.filename or os.getcwd(), e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # a Ctrl-C outside the training loop, or the second one inside it
         print("\nerror: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

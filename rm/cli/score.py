@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from rm.cli.evaluate import add_threads_arg
 from rm.cli.options import add_model_args
@@ -67,6 +68,14 @@ def run(args: argparse.Namespace) -> int:
     if counts.get("skipped"):
         first = ", ".join(counts["skipped_origins"][:3])
         print(f"skipped {sum(counts['skipped'].values())} bad records {counts['skipped']} (first: {first})")
+    if counts.get("rewards_nonfinite"):  # written as null; the rest of the file stands (rc 0)
+        first = ", ".join(counts["nonfinite_origins"][:3])
+        n, records = counts["rewards_nonfinite"], len(counts["nonfinite_origins"])
+        print(
+            f"warning: {n} rewards in {records} records are not finite (NaN or infinite: the model overflows), "
+            f"written as null (first: {first})",
+            file=sys.stderr,
+        )
     if counts["records_truncated"]:
         n = counts["records_truncated"]
         print(f"{n} records were cut to fit max_length={max_length} (a prompt's oldest turns go first)")

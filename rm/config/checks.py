@@ -5,6 +5,8 @@ Called by `rm.config.schema.validate`, which raises once with every problem, eac
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
@@ -45,6 +47,26 @@ def choice_problems(cfg: Any, choices: dict[str, tuple[str, ...]]) -> list[str]:
     ]
 
 
+def nonfinite_problems(value: Any, key: str = "") -> list[str]:
+    """One line per float anywhere in `value` (dataclasses, mappings, lists) that is NaN or infinite: YAML reads
+    `.nan` and `.inf` as floats, and `train.lr=.nan` used to pass here and end in torch's traceback (issue 30)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{key}: must be a finite number, got {value}"]
+    if dataclasses.is_dataclass(value):
+        items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return []
+    problems = []
+    for name, v in items:
+        inner = f"{key}{name}" if str(name).startswith("[") else f"{key}.{name}" if key else str(name)
+        problems += nonfinite_problems(v, inner)
+    return problems
+
+
 def trackers(cfg: Any) -> list[str]:
     """train.report_to as a list: one name alone (TRL's `report_to=wandb`) is a list of one."""
     report_to = cfg.train.report_to
@@ -73,7 +95,7 @@ def value_problems(cfg: Any) -> list[str]:
 
 
 def run_problems(cfg: Any) -> list[str]:
-    """One line per problem, each starting with the dotted key."""
+    """One line per problem, each starting with the dotted key; a non-finite number's only problem is that."""
     problems = value_problems(cfg)
     problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
@@ -93,4 +115,6 @@ def run_problems(cfg: Any) -> list[str]:
             "are not exported)"
         )
     problems += [f"train.report_to: unknown tracker {n!r} (one of {', '.join(TRACKERS)}; [] for none)" for n in unknown]
-    return problems
+    nonfinite = nonfinite_problems(cfg)
+    named = {line.split(":")[0] for line in nonfinite}  # NaN fails a range check too: say only what is wrong with it
+    return nonfinite + [line for line in problems if line.split(":")[0] not in named]

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from rm.config.atomic import write_text
 from rm.config.schema import RunConfig, validate
 from rm.errors import ConfigError
 
@@ -187,4 +188,5 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def save_config(cfg: RunConfig, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    """As YAML, written whole or not at all (rm/config/atomic.py): a run's config.yaml is what resumes it."""
+    write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

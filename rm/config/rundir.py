@@ -10,7 +10,7 @@
 <output_dir>/tokenizer/               the tokenizer trained for the run (random-init models)
 <output_dir>/rm/                      TensorBoard's events (accelerate's project name for the trackers)
 <output_dir>/export/                  the end-of-run export (written as .export.partial/, renamed when whole)
-<output_dir>/checkpoints/step-N/      a complete checkpoint (renamed into place when whole)
+<output_dir>/checkpoints/step-N/      a checkpoint, complete once its complete.json (sizes and CRC-32s) is in
 <output_dir>/checkpoints/.partial-step-N/   one being written
 <output_dir>/sweep_trial.log          a sweep trial's output (written by the sweep, not by the run)
 
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from rm.config.loader import save_config
 from rm.config.schema import RunConfig
+from rm.config.sealed import MARKER, listed_files, seal_problem
 
 MANIFEST = "rm_run.json"
 """Says that rm owns the folder's run files; written when training starts."""
@@ -43,6 +44,8 @@ CHECKPOINTS = "checkpoints"
 PARTIAL = ".partial-"
 STATE = "trainer_state.json"
 """Written into a checkpoint by training, with the run's position."""
+"""Written last into a checkpoint: the size and CRC-32 of each of its other files. A checkpoint without one was
+cut short (or saved by an rm before markers) and is never resumed or exported unasked (issue 30)."""
 WEIGHTS = "model.safetensors"
 """The model's weights in a checkpoint (accelerate's save_state) and in an export."""
 TRACKING = "rm"
@@ -123,21 +126,19 @@ class RunDir:
         return self.checkpoints / f"{PARTIAL if partial else ''}step-{step}"
 
     def complete_checkpoints(self, holding: str = STATE) -> list[tuple[int, Path]]:
-        """(step, folder) of every checkpoint of the run that holds the file `holding`, oldest first."""
+        """(step, folder) of every checkpoint of the run that holds the file `holding`, oldest first: what looks
+        like a checkpoint; whether it is whole is `checkpoint_problem`'s to say."""
         found = [(checkpoint_step(p), p) for p in self.checkpoints.glob("step-*")]
         return sorted((s, p) for s, p in found if s is not None and (p / holding).is_file())
+
+    def marked_checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, folder) of every checkpoint closed by its completion marker, oldest first (checksums unread)."""
+        return self.complete_checkpoints(holding=MARKER)
 
     @property
     def run_files(self) -> tuple[Path, ...]:
         """What says the folder already holds a run (any one of them)."""
         return (self.config, self.eval_json, self.train_log, self.export, self.checkpoints, self.manifest)
-
-    def owned(self) -> bool:
-        """Whether rm's run files here are rm's: the manifest, or (a run of an rm that wrote none) config.yaml
-        with a log, an eval.json or checkpoints beside it."""
-        if self.manifest.is_file():
-            return True
-        return self.config.is_file() and any(p.exists() for p in (self.eval_json, self.train_log, self.checkpoints))
 
     def finished_step(self) -> int | None:
         """The steps of a finished run (one whose final eval.json is written), else None."""
@@ -195,3 +196,18 @@ def checkpoint_step(path: Path) -> int | None:
     """N for a folder named `step-N`, else None (partial folders and anything else)."""
     match = _STEP.fullmatch(Path(path).name)
     return int(match.group(1)) if match else None
+
+
+# ---- checkpoints that prove themselves: sizes and CRC-32s in a marker written last (as the data cache's) ----
+
+
+def checkpoint_files(folder: Path) -> dict[str, list[int]]:
+    """[size, CRC-32] of every file in checkpoint `folder` but its marker (rm/config/sealed.py)."""
+    return listed_files(folder)
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why checkpoint `folder` must not be trusted, or None when every file is as its marker says."""
+    return seal_problem(
+        folder, f"no {MARKER}: cut short while being written or replaced, or saved by an rm without checksums"
+    )

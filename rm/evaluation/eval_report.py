@@ -27,6 +27,7 @@ import yaml
 from accelerate import Accelerator
 
 from rm.config import DataConfig
+from rm.config.atomic import write_text
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.formats.group import rank_of
@@ -37,7 +38,7 @@ from rm.evaluation import metrics, plots
 from rm.evaluation.eval_result import build_result, strict_pairs
 from rm.evaluation.gather import shut_down
 from rm.evaluation.markdown import has_groups, render_markdown
-from rm.evaluation.split_rewards import item_rewards, score_split
+from rm.evaluation.split_rewards import item_rewards, nonfinite_rewards, score_split
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model
 from rm.tokens.encode import encode_kept
@@ -162,6 +163,13 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
         return {}
 
     rewards = item_rewards(kept, encoded, gathered, tokenizer)
+    nonfinite, nonfinite_items = nonfinite_rewards(kept, gathered)
+    if nonfinite:  # an overflowing model once wrote -Infinity to eval.json and crashed in plotting (issue 30)
+        log.warning(
+            "warning: %d of %d rewards are not finite (NaN or infinite) in %d of %d items: left out of the metrics, "
+            "null in rewards.jsonl, listed in eval.json", nonfinite, len(gathered["reward"]), len(nonfinite_items),
+            len(kept),
+        )  # fmt: skip
     result = build_result(kept, rewards, options.samples, options.seed)
     grouped = has_groups(result["overall"])
     result["eval"] = {
@@ -174,6 +182,8 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
         "pairs_dropped_too_long": len(dropped),
         "dropped": dropped,
         "responses_dropped_too_long": rep.responses_dropped,
+        "rewards_nonfinite": nonfinite,
+        "nonfinite": nonfinite_items,
         "prompts_truncated": rep.prompt_truncated,
         "max_length": max_length,
         "length_unit": "characters of the response",
@@ -198,24 +208,27 @@ def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.
     """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots and report.md.
 
     A pair's line holds `chosen_reward` and `rejected_reward` (with their lengths), a group's `rewards` in its
-    order (null for a response too long to score), its `rank` and lengths."""
+    order, its `rank` and lengths; a reward is null for a response too long to score or scored non-finite."""
     out.mkdir(parents=True, exist_ok=True)
     metrics.write_eval(out / EVAL, result)
-    with open(out / "rewards.jsonl", "w", encoding="utf-8") as f:
-        for p, r in zip(kept, rewards, strict=True):
-            row = {"origin": p.origin, "subset": p.subset}
-            if isinstance(p, Pair):
-                row |= {"chosen_reward": r[0], "rejected_reward": r[1]}
-                row |= {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}
-                row |= {"tie": True} if p.tie else {}
-            else:
-                row |= {"rewards": metrics.json_safe(r.tolist()), "rank": list(p.rank)}
-                row |= {"chars": [len(t) for t in p.responses]}
-            f.write(json.dumps(row) + "\n")
+    lines = []
+    for p, r in zip(kept, rewards, strict=True):
+        row = {"origin": p.origin, "subset": p.subset}
+        if isinstance(p, Pair):
+            row |= {"chosen_reward": r[0], "rejected_reward": r[1]}
+            row |= {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}
+            row |= {"tie": True} if p.tie else {}
+        else:
+            row |= {"rewards": r.tolist(), "rank": list(p.rank)}
+            row |= {"chars": [len(t) for t in p.responses]}
+        lines.append(json.dumps(metrics.json_safe(row), allow_nan=False) + "\n")
+    write_text(out / "rewards.jsonl", "".join(lines))
     # Per subset, the rewards of the best-ranked responses against the others': a pair's chosen and rejected.
     rewards_of: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in result["subsets"]}
     for p, r in zip(kept, rewards, strict=True):
         scored = ~np.isnan(r)
+        if not scored.any():  # every reward non-finite: nothing of this item to draw
+            continue
         rank = np.array(rank_of(p))
         best = rank == rank[scored].min()
         rewards_of[p.subset][0].extend(r[best & scored].tolist())
@@ -230,4 +243,4 @@ def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.
     plots.length_plot(result, lengths, out / PLOTS[3], seed=seed)
     if grouped:
         plots.group_plot(result, out / GROUP_PLOT)
-    (out / "report.md").write_text(render_markdown(result))
+    write_text(out / "report.md", render_markdown(result))

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rm.config.atomic import write_text
+
 
 def _f64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
@@ -232,6 +234,7 @@ def write_eval(path: Path, result: dict) -> None:
 
     NaN (an undefined metric, say the accuracy of no pairs) is written as null: JSON has no NaN, and strict
     parsers (jq, JavaScript, Go) refuse a file with one. `allow_nan=False` makes an infinity that slipped
-    through fail here rather than in a reader.
+    through fail here rather than in a reader. Written aside and renamed (rm/config/atomic.py): a full disk
+    leaves the old file or none, never a 0-byte eval.json that `rm export` then fails to parse (issue 30).
     """
-    Path(path).write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")
+    write_text(path, json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")  # whole or not at all

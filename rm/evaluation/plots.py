@@ -143,7 +143,8 @@ def reward_hist_plot(
         ax.set_title(f"{name} (n={m['n']}, accuracy {m['accuracy']:.3f})", fontsize=10)
         ax.set_xlabel("reward")
         ax.set_ylabel("responses")
-        ax.legend(fontsize=8)
+        if drawn:  # a subset whose every reward was non-finite has nothing to name
+            ax.legend(fontsize=8)
     fig.suptitle(f"Rewards of {labels[0]} and {labels[1]} responses")
     return save(fig, path)
 
@@ -195,7 +196,7 @@ def length_plot(result: dict, lengths: tuple[np.ndarray, ...], path: str | Path,
     keep = np.sort(rng.permutation(len(chosen))[:2000])
     scatter.scatter(len_c[keep], chosen[keep], s=6, alpha=0.5, color=RM, label="chosen")
     scatter.scatter(len_r[keep], rejected[keep], s=6, alpha=0.5, color=REJECTED, label="rejected")
-    if np.all(np.concatenate([len_c, len_r]) > 0):
+    if len(len_c) and np.all(np.concatenate([len_c, len_r]) > 0):  # no pairs (every reward non-finite): linear
         scatter.set_xscale("log")
         scatter.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks overlap on short ranges
     rho = result["overall"]["reward_length_spearman"]

@@ -87,6 +87,7 @@ def score_groups(
         start[pair_group] + flat[:, 0],
         start[pair_group] + flat[:, 1],
         flat[:, 2].astype(bool),
+        len(rewards),
     )
 
 
@@ -98,15 +99,24 @@ def score_flat(
     better: np.ndarray,
     worse: np.ndarray,
     tie: np.ndarray,
+    groups: int | None = None,
 ) -> dict[str, np.ndarray]:
     """`score_groups` on flat arrays, as eval gathers them: `reward`, `group`, `rank` ([responses], grouped: each
     group's responses together, groups in order 0..G-1) and the comparisons' group and the positions in `reward`
     of their better and worse (or tied) responses ([comparisons]). Numpy over all groups at once: 8,000 pairs took
-    3.6 s one group at a time."""
-    groups = int(group.max()) + 1 if len(group) else 0
+    3.6 s one group at a time. `groups`: how many there are (default: up to the last in `group`); a group with no
+    response (every reward of it non-finite, left out) gets no top-1, best-of-K or tau."""
+    groups = groups if groups is not None else int(group.max()) + 1 if len(group) else 0
     r, q = reward.astype(np.float64), rank
     size = np.bincount(group, minlength=groups)
     start = np.concatenate([[0], np.cumsum(size)[:-1]]).astype(np.int64)
+    filled = np.flatnonzero(size)
+
+    def extreme(ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+        """Per group, `ufunc` over its responses' `values`; NaN for an empty group (reduceat cannot skip one)."""
+        out = np.full(groups, np.nan)
+        out[filled] = ufunc.reduceat(values, start[filled]) if len(filled) else []
+        return out
 
     def per_group(values: np.ndarray, where: np.ndarray) -> np.ndarray:
         return np.bincount(pair_group[where], values[where], minlength=groups)
@@ -124,12 +134,13 @@ def score_flat(
     nan = np.full(groups, np.nan)
     if not groups:
         return out | {"top1": nan, "best_of_k": nan, "tau": nan}
-    top = r == np.maximum.reduceat(r, start)[group]  # [responses]: has its group's highest reward
-    best = q == np.minimum.reduceat(q, start)[group]  # ranked best in its group
+    top = r == extreme(np.maximum, r)[group]  # [responses]: has its group's highest reward
+    best = q == extreme(np.minimum, q)[group]  # ranked best in its group
     others = size - np.bincount(group, best, minlength=groups)
-    top_best = np.bincount(group, top & best, minlength=groups) / np.bincount(group, top, minlength=groups)
-    lowest_best = np.minimum.reduceat(np.where(best, r, np.inf), start)
-    highest_other = np.maximum.reduceat(np.where(best, -np.inf, r), start)
+    with np.errstate(invalid="ignore"):  # 0 / 0 for an empty group, which `others` leaves out below
+        top_best = np.bincount(group, top & best, minlength=groups) / np.bincount(group, top, minlength=groups)
+    lowest_best = extreme(np.minimum, np.where(best, r, np.inf))
+    highest_other = extreme(np.maximum, np.where(best, -np.inf, r))
     # Kendall's tau-b over every pair of responses of a group, the groups of each size K at once ([groups_K, pairs]).
     concordant, tied_r, tied_q, n0 = np.zeros(groups), np.zeros(groups), np.zeros(groups), np.zeros(groups)
     for k in np.unique(size):

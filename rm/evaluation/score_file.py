@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
@@ -167,7 +168,8 @@ def score_file(
     At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
     `chosen_reward` and `rejected_reward`, or `rewards` for a K-response record) and, where a text did not
-    fit `max_length` and lost turns or tokens (`encode_texts`), `"truncated": true`. A bad record stops
+    fit `max_length` and lost turns or tokens (`encode_texts`), `"truncated": true`; a NaN or infinite reward is
+    null, counted in `rewards_nonfinite` with its records' origins in `nonfinite_origins`. A bad record stops
     the job naming file and line, or with `on_bad_record="skip"` is left out and counted (`skipped` in the
     counts, by reason). The output is written as `<output>.partial` and renamed when every record is done,
     so a file under the output's name is always complete; a job that stops removes its `.partial`. An
@@ -180,6 +182,7 @@ def score_file(
     prefix = special_prefix(tokenizer)
     renderer = Renderer(tokenizer)  # message lists: the model's chat template where it has one, as training
     counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
+    nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
     report = DataReport(on_bad_record, repair_always=True)
     records = read_file(Path(input_path), report)
@@ -197,7 +200,7 @@ def score_file(
                 bar.update(len(report.skipped) - skipped_before)  # records the reader left out (bad JSON…) count too
                 if not chunk:
                     break
-                seqs, keys, kept = [], [], []
+                seqs, keys, kept, origins = [], [], [], []
                 for origin, record in chunk:
                     try:
                         parts = texts_of(record, origin, field, renderer, report)
@@ -206,13 +209,19 @@ def score_file(
                         report.reject(origin, e)  # raises in error mode
                         continue
                     kept.append(record)
+                    origins.append(origin)
                     keys.append([t.key for t in parts])
                     seqs += encoded
                 rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
-                for record, names in zip(kept, keys, strict=True):
+                for record, names, origin in zip(kept, keys, origins, strict=True):
                     scored = [next(rewards) for _ in names]
                     found: dict[str, Any] = {}
                     for name, (reward, _) in zip(names, scored, strict=True):
+                        if not math.isfinite(reward):  # JSON has no NaN or Infinity: null, counted (issue 30)
+                            reward = None
+                            counts["rewards_nonfinite"] = counts.get("rewards_nonfinite", 0) + 1
+                            if nonfinite[-1:] != [origin]:  # each record once
+                                nonfinite.append(origin)
                         if name == GROUP_KEY:
                             found.setdefault(name, []).append(reward)
                         else:
@@ -234,6 +243,8 @@ def score_file(
     if report.skipped:
         counts["skipped"] = report.skipped_counts()
         counts["skipped_origins"] = [b.origin for b in report.skipped]
+    if nonfinite:
+        counts["nonfinite_origins"] = nonfinite
     return counts
 
 

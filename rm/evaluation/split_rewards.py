@@ -51,7 +51,8 @@ def score_split(
 def item_rewards(
     kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer
 ) -> list[np.ndarray]:
-    """Per kept item, its responses' rewards in the item's order, NaN for a response encoding left out.
+    """Per kept item, its responses' rewards in the item's order, NaN for a response encoding left out or one the
+    model scored NaN or infinite (counted apart by `nonfinite_rewards`): either is left out of the metrics.
 
     Encoding keeps a group's responses in order and leaves out one that cannot fit max_length with a token of the
     prompt; which ones is found, for the rare group that lost some, by their token ids (a response is never cut).
@@ -62,9 +63,16 @@ def item_rewards(
         texts = responses_of(item)
         rewards = np.full(len(texts), np.nan)
         places = range(len(texts)) if len(r) == len(texts) else kept_places(texts, encoded[i].response_ids, tokenizer)
-        rewards[list(places)] = r.numpy()
+        rewards[list(places)] = np.where(np.isfinite(r.numpy()), r.numpy(), np.nan)
         out.append(rewards)
     return out
+
+
+def nonfinite_rewards(kept: list[Example], gathered: dict[str, torch.Tensor]) -> tuple[int, list[str]]:
+    """How many responses the model scored NaN or infinite (a model whose rewards overflow), and the origins of the
+    items holding one. Each group is gathered once (`score_split`), so each response counts once."""
+    bad = ~torch.isfinite(gathered["reward"])
+    return int(bad.sum()), [kept[i].origin for i in sorted(set(gathered["group"][bad].tolist()))]
 
 
 def kept_places(texts: tuple[str, ...], response_ids, tokenizer) -> list[int]:

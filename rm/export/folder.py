@@ -25,9 +25,10 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rm.config import RunConfig
+from rm.config import RunConfig, load_config
+from rm.config.atomic import disk_full_explained, write_text
 from rm.config.rundir import EVAL, partial_folder, write_config
-from rm.errors import ExportError
+from rm.errors import ExportError, RMError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
@@ -113,13 +114,31 @@ def check_names(hf: PreTrainedModel) -> None:
         raise ExportError(f"the score head has {score_head(hf).out_features} outputs; a reward model has 1")
 
 
+EXPORT_FILES = ("README.md", "rm_config.yaml", "eval.json", "config.json", "generation_config.json",
+                "model*.safetensors", "model.safetensors.index.json", "modeling_*.py", "tokenizer*",
+                "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "*.model",
+                "chat_template.*")  # fmt: skip
+"""The names an export's files can have (save_pretrained's, the tokenizer's, rm's own): what --overwrite removes."""
+
+
 def check_out_dir(out: Path, overwrite: bool) -> None:
-    """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder."""
+    """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder, and never
+    one holding a file an export does not write (issue 30: overwrite deletes only what rm wrote)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not overwrite:
             raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
         if not (out / "rm_config.yaml").is_file():  # only what rm wrote: a model folder of one's own is kept
             raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no rm_config.yaml)")
+        try:
+            load_config(out / "rm_config.yaml")
+        except (RMError, OSError, ValueError, TypeError, AttributeError):
+            raise ExportError(f"refusing to replace {out}: its rm_config.yaml is not an rm run config") from None
+        foreign = sorted(p.name for p in out.iterdir() if not (p.is_file() and any(map(p.match, EXPORT_FILES))))
+        if foreign:
+            raise ExportError(
+                f"refusing to replace {out}: it holds {', '.join(foreign[:3])}, which an rm export does not write; "
+                "move them or choose another --out"
+            )
 
 
 @dataclass
@@ -207,6 +226,25 @@ def export_model(
     tmp = partial_folder(out)
     if tmp.exists():
         shutil.rmtree(tmp)
+    try:  # a failure (a full disk) takes the partial folder back at once: its space is not held
+        with disk_full_explained(tmp):
+            write_folder(tmp, hf, tokenizer, cfg, eval_result, facts)
+        check_out_dir(out, overwrite)  # again: minutes went by
+        aside = out.with_name(f".{out.name}.old")
+        if out.exists():  # replaced by renames, so that a kill leaves the old export or the new one
+            shutil.rmtree(aside, ignore_errors=True)
+            out.rename(aside)
+        tmp.rename(out)
+        shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def write_folder(
+    tmp: Path, hf: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cfg: RunConfig, eval_result, facts
+) -> None:
+    """The export's files, into `tmp`."""
     hf.save_pretrained(tmp)
     write_modeling_file(hf, tmp)
     saved_tokenizer = export_tokenizer(tokenizer, cfg)
@@ -214,15 +252,11 @@ def export_model(
     write_config(cfg, tmp / "rm_config.yaml")  # as the run keeps it: absolute paths, no one-time commands
     if eval_result is not None:
         write_eval(tmp / EVAL, eval_result)
-    (tmp / "README.md").write_text(render_card(cfg, facts))
+    write_text(tmp / "README.md", render_card(cfg, facts))
     finish_folder(tmp, saved_tokenizer)
     unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     if unsafe:  # transformers 5 writes safetensors only; this keeps it that way
         raise ExportError(f"export would contain pickled files: {unsafe}")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
 
 
 def export_run(

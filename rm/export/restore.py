@@ -24,7 +24,7 @@ from safetensors import safe_open
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
-from rm.config.rundir import CHECKPOINTS, CONFIG, STATE, WEIGHTS, RunDir, checkpoint_step
+from rm.config.rundir import CHECKPOINTS, CONFIG, MARKER, STATE, WEIGHTS, RunDir, checkpoint_problem, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.model.build import build_model
 from rm.model.group_loss import learned_nu
@@ -86,9 +86,23 @@ class Source:
 
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest checkpoint that holds model weights (a sharded FSDP state has none to export)."""
+    """The newest checkpoint that holds model weights (a sharded FSDP state has none to export) and was closed by
+    its completion marker; of a run saved before markers, the newest holding weights."""
     found = RunDir(run_dir).complete_checkpoints(holding=WEIGHTS)
-    return found[-1][1] if found else None
+    marked = [(s, p) for s, p in found if (p / MARKER).is_file()] or found
+    return marked[-1][1] if marked else None
+
+
+def verified(checkpoint: Path) -> None:
+    """Refuse a checkpoint whose files are not as its marker says (truncated, bit-flipped, edited); one without a
+    marker (an rm before checksums) is exported with a warning."""
+    why = checkpoint_problem(checkpoint)
+    if why is not None and (checkpoint / MARKER).exists():
+        earlier = [p.name for s, p in RunDir(checkpoint.parent.parent).marked_checkpoints() if p != checkpoint]
+        hint = f": export an earlier one ({', '.join(earlier[-3:])})" if earlier else ""
+        raise ExportError(f"{checkpoint}: damaged checkpoint: {why}{hint}")
+    if why is not None:
+        log.warning("export: %s not verified (%s)", checkpoint, why)
 
 
 def resolve_source(path: str | Path) -> Source:
@@ -116,10 +130,12 @@ def resolve_source(path: str | Path) -> Source:
                 f"{path}: no {WEIGHTS} (found: {found}); rm exports safetensors checkpoints only, and a sharded "
                 "(FSDP) state must be consolidated first"
             )
+        verified(path)
     elif (run_dir.export / WEIGHTS).is_file():
         weights, step = run_dir.export / WEIGHTS, final_step  # the end-of-run export: the final weights
     elif (newest := newest_checkpoint(run_dir.root)) is not None:
         weights, step = newest / WEIGHTS, checkpoint_step(newest)
+        verified(newest)
         log.info("export: %s has no export/; using its newest checkpoint, %s", run_dir.root, newest.name)
     else:
         raise ExportError(f"{run_dir.root}: no weights (no export/{WEIGHTS} and no checkpoints/step-N/{WEIGHTS})")
@@ -190,4 +206,10 @@ def load_model(source: Source, tokenizer: PreTrainedTokenizerBase) -> PreTrained
 
         model = get_peft_model(hf, PeftConfig.from_pretrained(str(source.adapter_dir)))
     load_weights(model, source.weights)
+    broken = [name for name, t in model.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
+    if broken:  # a diverged run's weights: an export would score everything NaN, with exit code 0
+        raise ExportError(
+            f"{source.weights}: the weights of step {source.step} are not finite ({len(broken)} tensors, e.g. "
+            f"{broken[0]}): the run diverged there; export an earlier checkpoint"
+        )
     return model.eval()

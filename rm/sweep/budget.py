@@ -36,6 +36,7 @@ except ImportError:  # Windows: no lock (two threads of a SQLite sweep there cou
     fcntl = None
 
 from rm.sweep.config import SweepConfig
+from rm.sweep.storage import sqlite_file
 from rm.sweep.study import RETRY_OF, SKIPPED, kept_trials, trial_budget
 
 Point = tuple
@@ -73,10 +74,11 @@ def _one_taker(url: str) -> Iterator[None]:
     Taking a waiting trial is a compare-and-set in the storage (WAITING -> RUNNING) that holds on a
     database server by a row lock (SELECT … FOR UPDATE); SQLite has none, and two threads did take the
     same trial. A SQLite file serves one machine, so a file lock next to it is enough."""
-    if fcntl is None or not url.startswith("sqlite:///"):
+    db = sqlite_file(url)  # the file, not the URL: a query (?password=…) once named the lock file
+    if fcntl is None or db is None:
         yield
         return
-    with open(url[len("sqlite:///") :] + ".take.lock", "a") as f:
+    with open(f"{db}.take.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # each open() is its own lock: threads of one process wait too
         try:
             yield

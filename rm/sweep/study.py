@@ -14,7 +14,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import socket
 import warnings
 from dataclasses import dataclass
@@ -25,7 +24,9 @@ from optuna.trial import TrialState
 
 from rm.config import build
 from rm.errors import ConfigError
+from rm.sweep import storage
 from rm.sweep.config import ObjectiveConfig, PruningConfig, SweepConfig, direction, override
+from rm.sweep.storage import masked, sqlite_file
 
 HOST = socket.gethostname()
 RETRY_OF = "rm_retry_of"  # system attr of a trial queued again: the number of the trial it reruns
@@ -43,13 +44,8 @@ class Sweep:
 
     @property
     def shown_url(self) -> str:
-        """The storage URL to print: a database password in it is masked (logs and terminals are shared)."""
+        """The storage URL to print: every credential in it masked (logs and terminals are shared)."""
         return masked(self.storage_url)
-
-
-def masked(url: str) -> str:
-    """postgresql://user:secret@host/db -> postgresql://user:***@host/db"""
-    return re.sub(r"^([\w+.-]+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 def resolve(path: str | Path, cfg: SweepConfig, storage: str = "") -> Sweep:
@@ -61,19 +57,10 @@ def resolve(path: str | Path, cfg: SweepConfig, storage: str = "") -> Sweep:
 
 def open_storage(url: str, heartbeat: bool = True, cfg: SweepConfig | None = None) -> optuna.storages.RDBStorage:
     """The study's storage; with `heartbeat` (a sweep process) its trials beat as `cfg` says, stale ones requeued."""
-    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}  # several writers wait their turn
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if not heartbeat:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine)
-        cfg = cfg or SweepConfig()
-        return optuna.storages.RDBStorage(
-            url,
-            engine_kwargs=engine,
-            heartbeat_interval=cfg.heartbeat_interval,
-            grace_period=cfg.heartbeat_grace,
-            heartbeat_stale_trial_callback=requeue,
-        )
+    if not heartbeat:
+        return storage.open_storage(url)
+    cfg = cfg or SweepConfig()
+    return storage.open_storage(url, cfg.heartbeat_interval, cfg.heartbeat_grace, requeue)
 
 
 def make_sampler(cfg: SweepConfig, seed: int) -> optuna.samplers.BaseSampler:
@@ -108,16 +95,14 @@ def open_study(sweep: Sweep, create: bool, read_only: bool = False) -> optuna.St
     missing = f"no study {sweep.name!r} in {sweep.shown_url}: start it once without --worker"
     if create:
         sweep.dir.mkdir(parents=True, exist_ok=True)
-    elif sweep.storage_url.startswith("sqlite:///") and not Path(sweep.storage_url[len("sqlite:///") :]).is_file():
+    elif (db := sqlite_file(sweep.storage_url)) is not None and not db.is_file():
         raise ConfigError(missing)  # rather than an empty database file made by opening it
-    storage = open_storage(sweep.storage_url, cfg=cfg)
+    rdb = open_storage(sweep.storage_url, cfg=cfg)
     if create:
-        study = optuna.create_study(
-            study_name=sweep.name, storage=storage, direction=direction(cfg), load_if_exists=True
-        )
+        study = optuna.create_study(study_name=sweep.name, storage=rdb, direction=direction(cfg), load_if_exists=True)
     else:
         try:
-            study = optuna.load_study(study_name=sweep.name, storage=storage)
+            study = optuna.load_study(study_name=sweep.name, storage=rdb)
         except KeyError:
             raise ConfigError(missing) from None
     keys = ("base", "overrides", "objective", "space")

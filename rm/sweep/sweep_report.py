@@ -9,6 +9,7 @@ run (skipped by rm/sweep/budget.py: over n_trials, or a grid point already held)
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from rm.config import load_config, to_dict
+from rm.config.atomic import write_bytes, write_text
 from rm.sweep.config import direction, objective_name
 from rm.sweep.study import RETRY_OF, Sweep, kept_trials, trial_overrides
 from rm.sweep.trial import PRUNED_AT
@@ -110,7 +112,7 @@ def best_yaml(study: optuna.Study, sweep: Sweep, path: Path) -> bool:
         f"(its run: {best.user_attrs.get('output_dir', '?')}).\n"
         f"# {sweep.cfg.base} with: {' '.join(trial)}; export.enabled=true, so retraining it exports the model\n"
     )
-    path.write_text(header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    write_text(path, header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return True
 
 
@@ -167,8 +169,10 @@ def plot(study: optuna.Study, sweep: Sweep, path: Path) -> None:
     title = f"sweep {sweep.name}: {len(done)} finished, {len(pruned)} pruned"
     fig.suptitle(title + (f"\nbest: trial {best.number} = {best.value:.4f}" if best else ""), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
+    write_bytes(path, png.getvalue())
 
 
 def write_reports(study: optuna.Study, sweep: Sweep) -> dict[str, Path]:
@@ -176,11 +180,12 @@ def write_reports(study: optuna.Study, sweep: Sweep) -> dict[str, Path]:
     sweep.dir.mkdir(parents=True, exist_ok=True)
     table = rows(study, sweep)
     paths = {"csv": sweep.dir / "results.csv", "md": sweep.dir / "results.md"}
-    with open(paths["csv"], "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["trial"])
-        writer.writeheader()
-        writer.writerows(table)
-    paths["md"].write_text(markdown(table, sweep))
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(table[0]) if table else ["trial"])
+    writer.writeheader()
+    writer.writerows(table)
+    write_text(paths["csv"], text.getvalue())  # whole or as it was: a sweep killed mid-write keeps its table
+    write_text(paths["md"], markdown(table, sweep))
     if best_yaml(study, sweep, sweep.dir / "best.yaml"):
         paths["best"] = sweep.dir / "best.yaml"
     paths["plot"] = sweep.dir / "objective.png"

@@ -74,8 +74,8 @@ def store_bpe(cfg: RunConfig) -> None:
     """The BPE just trained into `<output_dir>/tokenizer`, as a cache entry (a failure only warns)."""
     root, name = cache.cache_root(cfg.data), f"tokenizer-{bpe_key(cfg)}"
     try:
-        tmp = cache.new_entry(root, name)
-        shutil.copytree(run_tokenizer_dir(cfg), tmp, dirs_exist_ok=True)
-        cache.publish(tmp, name)
+        with cache.building(root, name) as tmp:  # a failed copy leaves no temporary folder behind
+            shutil.copytree(run_tokenizer_dir(cfg), tmp, dirs_exist_ok=True)
+            cache.publish(tmp, name)
     except OSError as e:
         log.warning("tokenizer: not cached (%s)", e)

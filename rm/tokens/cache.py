@@ -19,19 +19,21 @@ import os
 import secrets
 import shutil
 import time
-import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rm.config import DataConfig
+from rm.config.atomic import write_text
+from rm.config.sealed import MARKER, listed_files, seal_problem
 
 log = logging.getLogger("rm")
 
 VERSION = 3
 """Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups,
 issue 24; 3: K-response groups' scores, explicit pairs and prompt ids, issue 25)."""
-MARKER = "complete.json"
 STALE_TMP_S = 3600
 """A temporary folder older than this belongs to a process that died: removed by the next build."""
 NOT_RESULT_FIELDS = ("cache", "cache_dir", "num_proc", "synthetic")
@@ -89,31 +91,9 @@ def tokenizer_state(tokenizer: Any) -> list | None:
 # ---- entries: written whole or not at all ----
 
 
-def file_crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 23):
-            crc = zlib.crc32(chunk, crc)
-    return crc
-
-
 def problem(entry: Path) -> str | None:
     """Why `entry` must not be read (no marker, a file missing, of another size or checksum), or None."""
-    try:
-        expected = json.loads((entry / MARKER).read_text())["files"]
-    except FileNotFoundError:
-        return "no completion marker"
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return f"unreadable completion marker ({e})"
-    for name, (size, crc) in expected.items():
-        file = entry / name
-        if not file.is_file():
-            return f"{name} is missing"
-        if file.stat().st_size != size:
-            return f"{name} has {file.stat().st_size} bytes, {size} written"
-        if file_crc(file) != crc:
-            return f"{name} does not match its checksum"
-    return None
+    return seal_problem(entry, "no completion marker")
 
 
 def discard(entry: Path) -> None:
@@ -159,10 +139,31 @@ def new_entry(root: Path, name: str) -> Path:
     return tmp
 
 
+@contextmanager
+def building(root: Path, name: str) -> Iterator[Path]:
+    """`new_entry`'s folder for the block to fill; if the block fails (a full disk), the folder goes at once
+    rather than holding its space until a later build finds it stale (`STALE_TMP_S`, issue 30)."""
+    tmp = new_entry(root, name)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def publish(tmp: Path, name: str) -> Path:
-    """Mark `tmp` complete and rename it to `name`; if another process got there first, use its entry."""
-    files = {str(p.relative_to(tmp)): [p.stat().st_size, file_crc(p)] for p in sorted(tmp.rglob("*")) if p.is_file()}
-    (tmp / MARKER).write_text(json.dumps({"version": VERSION, "files": files}, indent=1))
+    """Mark `tmp` complete and rename it to `name`; if another process got there first, use its entry. If
+    neither works (a full disk for the marker), `tmp` is removed at once."""
+    try:
+        return _publish(tmp, name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _publish(tmp: Path, name: str) -> Path:
+    files = listed_files(tmp)
+    write_text(tmp / MARKER, json.dumps({"version": VERSION, "files": files}, indent=1))
     final = tmp.parent / name
     for _ in range(2):
         try:

@@ -123,9 +123,9 @@ def store(data: Prepared, root: Path, name: str, here: str | None) -> None:
     """Write the entry; from then on the splits are its memory-mapped files, as in a cached run (the heap copy
     goes: 140 MiB for 160,000 HH pairs, and only the pages training touches are resident)."""
     try:
-        tmp = cache.new_entry(root, name)
-        write_entry(data, tmp, here)
-        entry = cache.publish(tmp, name)
+        with cache.building(root, name) as tmp:  # a failed write (a full disk) leaves no temporary folder behind
+            write_entry(data, tmp, here)
+            entry = cache.publish(tmp, name)
         log.info("data: cache written to %s", entry)
         data.encoding.train, data.encoding.eval = read_splits(entry)
     except OSError as e:

@@ -7,12 +7,17 @@ since the last log line and the log so far), the resolved `config.yaml`, and for
 `adapter_config.json` (rm/export/restore.py needs it to rebuild the model).
 
 Every process writes into `checkpoints/.partial-step-N/`; once all are done the main process flushes
-the files to disk and renames the folder to `step-N` (one atomic rename), so a folder named `step-N`
-is always complete. A run killed mid-save leaves a `.partial-…` folder, which resume ignores and the
-next save clears. Batches come from one plan per (seed, epoch) dealt to the processes (rm/collate/shard.py),
-so the data position is just (epoch, micro-batches each process has done): a resumed run starts its share
-of the plan there and sees the very batches it would have. The plan depends on processes x grad_accum, so
-a run stopped mid-epoch resumes with the same product.
+the files to disk, writes `complete.json` last (the size and CRC-32 of every other file, rm/config/rundir.py)
+and renames the folder to `step-N`. A `step-N` saved again (a run resumed from an earlier checkpoint) is
+renamed aside first and deleted after, never emptied file by file, so a kill at any instant leaves one whole
+checkpoint of that step. Only a checkpoint whose marker's sizes and checksums hold is resumed: `resume=auto`
+skips a damaged one, saying which and why, for the newest that verifies (issue 30). Weights that are not
+finite are never saved: a diverging run keeps its last finite checkpoint, which pruning cannot reach.
+
+Batches come from one plan per (seed, epoch) dealt to the processes (rm/collate/shard.py), so the data
+position is just (epoch, micro-batches each process has done): a resumed run starts its share of the plan
+there and sees the very batches it would have. The plan depends on processes x grad_accum and on the
+settings in `PLAN_KEYS`, so a run stopped mid-epoch resumes only with the same ones.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,12 +33,28 @@ import torch
 from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, to_dict
+from rm.config.atomic import write_text
 from rm.config.loader import read_yaml
-from rm.config.rundir import CONFIG, PARTIAL, STATE, RunDir, saved_config, write_config
-from rm.errors import ConfigError
+from rm.config.rundir import (
+    CONFIG,
+    MARKER,
+    PARTIAL,
+    STATE,
+    RunDir,
+    checkpoint_problem,
+    saved_config,
+    write_config,
+)
+from rm.errors import ConfigError, TrainingError
 from rm.model.lora import is_lora, save_adapter_config
+from rm.training.checkpoint_folder import move_in, seal, space_kept
+from rm.training.faults import finite_weights
 
 log = logging.getLogger("rm")
+
+PLAN_KEYS = ("train.batch_size", "collator.max_tokens", "collator.pack_length", "collator.group_pairs")
+"""Settings that change which pairs an epoch's micro-batches hold: a run stopped inside an epoch resumes with the
+same values, or its next steps would draw pairs it already saw (issue 30: 64 -> 32 at step 20 re-trained them)."""
 
 
 @dataclass
@@ -49,6 +69,8 @@ class TrainState:
     """Micro-batches of `epoch` that each process has consumed (the same number on every process)."""
     plan_slots: int = 0
     """Processes x grad_accum that the epoch's plan was dealt for (0: not recorded)."""
+    plan: dict = field(default_factory=dict)
+    """The `PLAN_KEYS` settings the epoch's plan was made with (empty: not recorded)."""
     max_steps: int = 0
     """The optimizer steps the run is to take, so that an export of an unfinished run can say "step N of M"
     (0: not recorded, a checkpoint of an earlier rm)."""
@@ -75,60 +97,83 @@ def resume_point(cfg: RunConfig) -> Path | None:
                 "continue it with train.resume=auto, or use another output_dir"
             )
         return None
-    if resume == "auto":
-        return existing[-1][1] if existing else None
+    if resume == "auto":  # a folder closed by its marker counts even where its trainer_state.json went missing
+        return newest_verified(run_dir, sorted(set(existing) | set(run_dir.marked_checkpoints())))
     path = Path(resume)
     if not (path / STATE).is_file():
         raise ConfigError(f"train.resume={resume}: not a complete checkpoint (no {STATE} in it)")
+    why = checkpoint_problem(path)
+    if why is not None and (path / MARKER).exists():
+        raise ConfigError(f"train.resume={resume}: damaged checkpoint: {why}")
+    if why is not None:
+        log.warning("train.resume=%s: not verified (%s); resuming it as asked", resume, why)
     return path
 
 
-def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: torch.nn.Module) -> Path:
-    """Write checkpoint `step-{state.step}` atomically and keep the newest `train.save_total_limit`.
+def newest_verified(run_dir: RunDir, existing: list[tuple[int, Path]]) -> Path | None:
+    """The newest checkpoint whose files are as its marker says; each one passed over is one warning line."""
+    skipped = []
+    for _, path in reversed(existing):
+        why = checkpoint_problem(path)
+        if why is None:
+            return path
+        log.warning("resume: skipping %s: %s", path, why)
+        skipped.append(f"{path.name} ({why})")
+    if skipped:
+        raise ConfigError(
+            f"{run_dir.root}: no checkpoint verifies: {'; '.join(skipped)}. Name one to resume unverified with "
+            "train.resume=PATH, or start again with train.overwrite=true"
+        )
+    return None
+
+
+def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: torch.nn.Module) -> Path | None:
+    """Write checkpoint `step-{state.step}` atomically and keep the newest `train.save_total_limit`; None (nothing
+    written, one warning) when the weights are not finite.
 
     Called by every process (each saves its RNG state; FSDP and DeepSpeed save shards).
     """
     run_dir = RunDir(cfg.output_dir)
+    if not finite_weights(accelerator, model):
+        newest = run_dir.marked_checkpoints()
+        log.warning("step %d: the weights are not finite: no checkpoint written (the newest stays %s)", state.step,
+                    newest[-1][1].name if newest else "none")  # fmt: skip
+        return None
+    state.plan = plan_settings(cfg)
     final, partial = run_dir.checkpoint(state.step), run_dir.checkpoint(state.step, partial=True)
     if accelerator.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(partial))
+    with space_kept(partial, accelerator.is_main_process):
+        accelerator.save_state(str(partial))
     accelerator.wait_for_everyone()  # every process's files are in
     if accelerator.is_main_process:
-        (partial / STATE).write_text(json.dumps(dataclasses.asdict(state), indent=1) + "\n")
-        write_config(cfg, partial / CONFIG)  # as the run directory's: no one-time commands, absolute paths
-        hf = accelerator.unwrap_model(model).hf
-        if is_lora(hf):
-            save_adapter_config(hf, partial)
-        for f in partial.rglob("*"):  # on disk before the rename makes the checkpoint visible
-            if f.is_file():
-                _fsync(f)
-        if final.exists():  # the same step saved again (a run restarted with train.resume=auto)
-            shutil.rmtree(final)
-        partial.rename(final)
-        _fsync(run_dir.checkpoints)
+        with space_kept(partial, True):
+            write_text(partial / STATE, json.dumps(dataclasses.asdict(state), indent=1) + "\n")
+            write_config(cfg, partial / CONFIG)  # as the run directory's: no one-time commands, absolute paths
+            hf = accelerator.unwrap_model(model).hf
+            if is_lora(hf):
+                save_adapter_config(hf, partial)
+            seal(partial, state.step)  # the marker, last
+        move_in(partial, final)
         prune(run_dir.root, cfg.train.save_total_limit)
         log.info("checkpoint: %s", final)
     accelerator.wait_for_everyone()
     return final
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def plan_settings(cfg: RunConfig) -> dict:
+    return {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in PLAN_KEYS}
 
 
 def prune(run_dir: Path, keep: int) -> None:
-    """Remove all but the newest `keep` complete checkpoints (0 keeps all) and leftover partial folders."""
+    """Remove all but the newest `keep` checkpoints closed by their marker (0 keeps all) and leftover partial
+    folders. A folder without a marker is not counted and not removed: rm cannot tell it is one of its saves."""
     folder = RunDir(run_dir)
     for partial in folder.checkpoints.glob(f"{PARTIAL}*"):
         shutil.rmtree(partial, ignore_errors=True)
-    complete = folder.complete_checkpoints()
+    complete = folder.marked_checkpoints()
     for _, path in complete[: max(0, len(complete) - keep)] if keep > 0 else []:
         shutil.rmtree(path)
 
@@ -140,14 +185,28 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
         changed = _changed_keys(to_dict(saved), to_dict(saved_config(cfg)), ignore={"train.resume", "train.overwrite"})
         if changed:
             log.warning("resuming with settings that differ from the checkpoint's: %s", ", ".join(changed[:8]))
-    state = TrainState(**json.loads((path / STATE).read_text()))
+    try:
+        state = TrainState(**json.loads((path / STATE).read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        raise TrainingError(f"{path}: cannot resume it: unreadable {STATE} ({type(e).__name__})") from None
     slots = accelerator.num_processes * cfg.train.grad_accum
     if state.batches_in_epoch and state.plan_slots and state.plan_slots != slots:
         raise ConfigError(
             f"{path} stopped inside an epoch planned for processes x train.grad_accum = {state.plan_slots}, "
             f"this run has {accelerator.num_processes} x {cfg.train.grad_accum} = {slots}: resume with the same product"
         )
-    accelerator.load_state(str(path))
+    changed = [f"{k}={v} (now {plan_settings(cfg)[k]})" for k, v in state.plan.items() if plan_settings(cfg)[k] != v]
+    if state.batches_in_epoch and changed:
+        raise ConfigError(
+            f"{path} stopped inside an epoch planned with {', '.join(changed)}: resume with the same settings, "
+            "or its next steps would train on pairs it already saw"
+        )
+    try:
+        accelerator.load_state(str(path))
+    except Exception as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        said = "" if "weights_only" in str(e) else f": {said}"  # torch's advice would run the file's pickled code
+        raise TrainingError(f"{path}: cannot resume it ({type(e).__name__}{said}): damaged, or not rm's") from None
     scheduler.load_state_dict(state.scheduler)
     log.info("resumed from %s: step %d, epoch %d, %d micro-batches in", path, state.step, state.epoch,
              state.batches_in_epoch)  # fmt: skip

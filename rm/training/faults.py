@@ -6,7 +6,8 @@
   scheduler see a run that did not finish. Before training starts, SIGTERM raises `Terminated` as Ctrl-C
   raises KeyboardInterrupt, so that the start takes back what it wrote (rm/training/output_dir.py).
 - A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
-  `train.max_nonfinite` in a row stop the run with the step and the likely cause.
+  `train.max_nonfinite` in a row stop the run with the step and the likely cause. Non-finite weights are never
+  checkpointed (`finite_weights`).
 - An out-of-memory error is re-raised naming the settings that lower memory, with their current values.
 - A model or tokenizer that cannot be loaded is one line naming the config key (`loading`).
 - Processes that planned different batches fail at once, naming the difference, instead of waiting on each
@@ -126,6 +127,22 @@ def skip_nonfinite(
             f"Likely cause: {likely_cause(cfg, first, lr, model)}"
         )
     return True
+
+
+def finite_weights(accelerator: Accelerator, model: torch.nn.Module) -> bool:
+    """Whether every process's weights (its shards, under FSDP or DeepSpeed) are finite: one reduction, so that a
+    diverged model is never checkpointed (issue 30: a run kept only non-finite checkpoints, pruning the last good)."""
+    shards = [local_shard(p.detach()) for p in model.parameters()]
+    flags = [torch.isfinite(t).all() for t in shards if t.numel()]
+    bad = (~torch.stack(flags)).sum() if flags else torch.zeros(())
+    return accelerator.reduce(bad.to(accelerator.device, torch.float32), "sum").item() == 0
+
+
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """This process's part of a parameter: an FSDP2 DTensor's local shard (a check on the DTensor itself would be a
+    collective of its own, per parameter, inside the reduction below), or the tensor."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t
 
 
 def likely_cause(cfg: RunConfig, first_bad_step: int, lr: float, model: torch.nn.Module) -> str:

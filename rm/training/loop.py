@@ -12,8 +12,11 @@ Checkpoints and resuming: rm/training/checkpoint.py.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +32,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from rm.collate.shard import RankBatches
 from rm.config import RunConfig
+from rm.config.atomic import no_space, write_text
 from rm.config.rundir import RunDir
 from rm.data.heap import hold_freed_memory
 from rm.evaluation.gather import evaluate
@@ -169,7 +173,12 @@ def epoch_batches(run: Run) -> Iterator[tuple[dict, float]]:
     run.train_batches.set_epoch(run.state.epoch, start)
     step_pairs = run.train_batches.step_pairs()
     slots, device = run.accelerator.num_processes * accum, run.accelerator.device
-    for i, batch in enumerate(run.train_loader, start=start):
+    # iter(DataLoader) draws a worker seed from the global RNG: a resumed run makes its iterator where the
+    # uninterrupted one did not, so that draw would shift every dropout mask after it (issue 30: 8.2e-3 apart
+    # with dropout 0.3). Drawn on a fork, it leaves the RNG as the checkpoint restored it.
+    with torch.random.fork_rng(devices=[]):
+        batches = iter(run.train_loader)
+    for i, batch in enumerate(batches, start=start):
         yield send_to_device(batch, device), slots / step_pairs[i // accum]
 
 
@@ -204,12 +213,15 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
     cfg, state, accelerator = run.cfg, run.state, run.accelerator
     if state.step % cfg.train.log_steps == 0 or state.step == run.max_steps:
         total = accelerator.reduce(meter.sums, "sum")
-        row = {"step": state.step, "loss": (total[0] / total[3]).item()}
-        row |= {"train_accuracy": (total[1] / total[2]).item(), "lr": run.scheduler.get_last_lr()[0]}
+        # A whole interval of skipped steps has no loss: null (valid JSON), never NaN, and the skips counted.
+        row = {"step": state.step, "loss": finite((total[0] / total[3]).item())}
+        row |= {"train_accuracy": finite((total[1] / total[2]).item()), "lr": run.scheduler.get_last_lr()[0]}
+        if state.nonfinite_skipped:
+            row["nonfinite_skipped"] = state.nonfinite_skipped
         state.history.append(row)
         append_log(run, row)
-        accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step"}, step=state.step)
-        bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_accuracy']:.3f}")
+        accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step" and v is not None}, step=state.step)
+        bar.set_postfix(loss=_shown(row["loss"], 4), acc=_shown(row["train_accuracy"], 3))
         meter.sums.zero_()
     evaluating = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0
     if evaluating and state.step < run.max_steps and not stop:
@@ -224,17 +236,38 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
         checkpoint.save(accelerator, cfg, state, run.model)
 
 
+def finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _shown(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def log_line(row: dict) -> str:
+    """One train_log.jsonl row; a non-finite number (a row of a run saved before nulls) as null."""
+    return json.dumps({k: finite(v) if isinstance(v, float) else v for k, v in row.items()}, allow_nan=False) + "\n"
+
+
 def start_log(run: Run) -> None:
     """train_log.jsonl as the run stands (a resumed run's rows so far): rows are appended as they are logged,
     so a run stopped any way at all keeps its log up to the last log step."""
     if run.accelerator.is_main_process:
-        RunDir(run.cfg.output_dir).train_log.write_text("".join(json.dumps(r) + "\n" for r in run.state.history))
+        write_text(RunDir(run.cfg.output_dir).train_log, "".join(log_line(r) for r in run.state.history))
 
 
 def append_log(run: Run, row: dict) -> None:
-    if run.accelerator.is_main_process:
-        with open(RunDir(run.cfg.output_dir).train_log, "a") as f:
-            f.write(json.dumps(row) + "\n")
+    """Append a row; a write that fails (a full disk) leaves the log as it was, without half a row."""
+    if not run.accelerator.is_main_process:
+        return
+    path = RunDir(run.cfg.output_dir).train_log
+    with open(path, "ab", buffering=0) as f:
+        before = f.seek(0, os.SEEK_END)
+        try:
+            f.write(log_line(row).encode())
+        except OSError as e:
+            os.truncate(path, before)
+            raise no_space(path, e) if e.errno == errno.ENOSPC else e from None
 
 
 def log_eval(accelerator: Accelerator, result: dict, step: int) -> None:

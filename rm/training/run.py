@@ -24,6 +24,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
+from rm.config.atomic import disk_full_explained
 from rm.config.rundir import TRACKING, RunDir, absolute_paths
 from rm.errors import DataError, ExportError
 from rm.evaluation.gather import evaluate, format_table, shut_down
@@ -45,6 +46,7 @@ from rm.training.faults import explain_oom, loading, same_plan_everywhere, sigte
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer
 from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, unclaimed
+from rm.training.run_lock import run_dir_lock
 from rm.training.trackers import flat
 
 log = logging.getLogger("rm")
@@ -67,38 +69,41 @@ def main(
     """
     started = time.perf_counter()
     cfg = absolute_paths(cfg)  # as its saved config.yaml says, so that a resumed run reads the same paths
-    with sigterm_raises():  # until fit: no checkpoint to save yet, so SIGTERM stops as a Ctrl-C does
-        accelerator, where = start(cfg)
-        if where is Start.FINISHED:  # train.resume of a finished run: nothing to resume, nothing touched
-            shut_down(accelerator)
-            return finished_result(cfg, accelerator.is_main_process)
-        resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
-        cfg = checkpoint.with_its_split(cfg, resume_from)
-        with unclaimed(cfg, where, accelerator.is_main_process):  # a failure here leaves output_dir as it was
-            data = load_and_encode(cfg, accelerator)
-            with explain_oom(cfg, "loading the model"):
-                model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
+    accelerator = make_accelerator(cfg)
+    # One run at a time in output_dir, taken before anything there is looked at (rm/training/run_lock.py);
+    # a full disk anywhere is one line naming the path and the space left, the last checkpoint kept.
+    with run_dir_lock(cfg.output_dir, accelerator), disk_full_explained(cfg.output_dir):
+        with sigterm_raises():  # until fit: no checkpoint to save yet, so SIGTERM stops as a Ctrl-C does
+            where = start(cfg, accelerator)
+            if where is Start.FINISHED:  # train.resume of a finished run: nothing to resume, nothing touched
+                shut_down(accelerator)
+                return finished_result(cfg, accelerator.is_main_process)
+            resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
+            cfg = checkpoint.with_its_split(cfg, resume_from)
+            with unclaimed(cfg, where, accelerator.is_main_process) as ours:  # a failure leaves output_dir as it was
+                data = load_and_encode(cfg, accelerator)
+                with explain_oom(cfg, "loading the model"):
+                    model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
+                accelerator.wait_for_everyone()
+            if accelerator.is_main_process:
+                claim_output_dir(cfg, ours)  # training starts: the folder is this run's
             accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            claim_output_dir(cfg)  # training starts: the folder is this run's
-        accelerator.wait_for_everyone()
-        run = set_up(cfg, accelerator, data, model, layout, resume_from)
-    with explain_oom(cfg, "training", run.state):
-        interrupted = fit(run, Hooks(on_batch, on_eval))
-    info = train_info(run, resume_from, started)
-    result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
-    main_process = accelerator.is_main_process
-    del model, run  # the DDP wrapper must go before the process group (see shut_down)
-    shut_down(accelerator)
+            run = set_up(cfg, accelerator, data, model, layout, resume_from)
+        with explain_oom(cfg, "training", run.state):
+            interrupted = fit(run, Hooks(on_batch, on_eval))
+        info = train_info(run, resume_from, started)
+        result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
+        main_process = accelerator.is_main_process
+        del model, run  # the DDP wrapper must go before the process group (see shut_down)
+        shut_down(accelerator)
     if cfg.export.push_to_hub and main_process and not interrupted:
         push_export(cfg)
     return result
 
 
-def start(cfg: RunConfig) -> tuple[Accelerator, Start]:
-    """The accelerator, what the run does with its output_dir (checked by every process before any data is
-    loaded or anything written), seed."""
-    accelerator = make_accelerator(cfg)
+def start(cfg: RunConfig, accelerator: Accelerator) -> Start:
+    """What the run does with its output_dir (checked by every process before any data is loaded or anything
+    written), seed."""
     if cfg.export.push_to_hub:
         check_push(cfg.export.push_to_hub)  # a missing token found now, not after hours of training
     where = check_output_dir(cfg)
@@ -110,7 +115,7 @@ def start(cfg: RunConfig) -> tuple[Accelerator, Start]:
     logging.basicConfig(level=logging.INFO if accelerator.is_main_process else logging.WARNING, format="%(message)s")
     if not cfg.train.num_threads and (note := busy_note(threads)):
         log.info(note)
-    return accelerator, where
+    return where
 
 
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
@@ -249,9 +254,11 @@ def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
 def stopped(run: Run, info: dict) -> dict:
     """After SIGTERM or Ctrl-C: the checkpoint is saved; a final eval and export could outlast the grace period."""
     if run.accelerator.is_main_process:
-        config = RunDir(run.cfg.output_dir).config
-        print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); checkpoint saved.")
-        print(f"continue with: python -m rm train {config} train.resume=auto (or accelerate launch …)")
+        folder = RunDir(run.cfg.output_dir)
+        saved = any(step == run.state.step for step, _ in folder.marked_checkpoints())  # none of non-finite weights
+        said = "checkpoint saved" if saved else "no checkpoint of it: its weights are not finite"
+        print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); {said}.")
+        print(f"continue with: python -m rm train {folder.config} train.resume=auto (or accelerate launch …)")
     return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
 
 

@@ -187,3 +187,19 @@ def test_mappings_take_dotted_keys_and_check_their_values(tmp_path):
     ]:
         with pytest.raises(ConfigError, match=fragment):
             load_config(None, [override])
+
+
+@pytest.mark.parametrize(
+    "override, key, value",
+    [
+        ("train.lr=.nan", "train.lr", "nan"),  # passed here once, then ended in torch's traceback (issue 30)
+        ("train.max_grad_norm=.inf", "train.max_grad_norm", "inf"),
+        ("data.eval_fraction=.nan", "data.eval_fraction", "nan"),  # one line for it, not "must be in (0, 1)" too
+        ("data.mixture.harmless-base=-.inf", "data.mixture.harmless-base", "-inf"),
+        ("loss.davidson_nu=.nan", "loss.davidson_nu", "nan"),
+    ],
+)
+def test_a_non_finite_number_fails_the_check_in_one_line_naming_its_key(override, key, value):
+    with pytest.raises(ConfigError) as bad:
+        load_config(None, [override])
+    assert str(bad.value) == f"invalid config:\n  {key}: must be a finite number, got {value}"

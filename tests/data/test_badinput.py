@@ -12,8 +12,11 @@ import pytest
 
 from rm.config import DataConfig
 from rm.data.data_report import DataReport
+from rm.data.formats.chat import Renderer
+from rm.data.formats.pair import ParseContext
+from rm.data.formats.parse import parse_record
 from rm.data.load import load_pairs
-from rm.errors import DataError
+from rm.errors import DataError, RecordError
 
 HH = {"chosen": "\n\nHuman: hi\n\nAssistant: hello", "rejected": "\n\nHuman: hi\n\nAssistant: go away"}
 PROMPT = {"prompt": "Q?", "chosen": " yes", "rejected": " no"}
@@ -256,3 +259,36 @@ def test_malformed_json_names_the_column_where_decoding_stopped(tmp_path):
     report = DataReport("skip")
     load_pairs(str(jsonl), "train", [], DataConfig(on_bad_record="skip"), report=report)
     assert report.skipped[1].message == "malformed JSON at column 14 (Invalid control character)"  # not "at at"
+
+
+# Finite JSON that is infinite as float32 (issue 30): a margin of 1e39 once skipped 7 of 40 steps naming no record.
+GROUP = {"prompt": "Q?", "responses": [{"text": " a", "score": 1}, {"text": " b", "score": 2}]}
+OUT_OF_RANGE = [
+    ("margin", lines(PROMPT, PROMPT | {"margin": 1e39}), r"2: field 'margin' is 1e\+39, beyond ±3\.403e\+38"),
+    ("margin-text", lines(PROMPT, PROMPT | {"margin": "-1e39"}), r"2: field 'margin' is -1e\+39"),
+    ("pair-score", lines(PROMPT, PROMPT | {"chosen_score": 1e39, "rejected_score": 0}), r"2: field 'chosen_score'"),
+    (
+        "group-score",  # each finite as float32, their difference (the margin) not: half the range each
+        lines(GROUP, GROUP | {"responses": [{"text": " a", "score": 3e38}, {"text": " b", "score": -3e38}]}),
+        r"2: field 'responses\[0\]\.score' is 3e\+38, beyond ±1\.701e\+38",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
+def test_a_number_beyond_float32_is_a_bad_record_naming_file_line_and_field(tmp_path, case):
+    _, text, message = case
+    path = write_case(tmp_path, text)
+    with pytest.raises(DataError, match=r"prefs\.jsonl:" + message):
+        load_pairs(str(path), "train", [])
+    report = DataReport("skip")
+    kept = load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"), report=report)
+    assert len(kept) == 1 and report.skipped_counts() == {"out_of_range": 1}
+    assert report.skipped[0].origin.endswith("prefs.jsonl:2")
+
+
+def test_a_row_score_beyond_float32_is_a_bad_row():
+    ctx = ParseContext(DataReport(), Renderer())
+    with pytest.raises(RecordError, match="field 'helpfulness' is 1e\\+39") as bad:
+        parse_record("rows", {"prompt": "Q", "response": "a", "helpfulness": 1e39}, "f:1", ctx)
+    assert bad.value.reason == "out_of_range" and bad.value.field == "helpfulness"

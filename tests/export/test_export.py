@@ -135,9 +135,13 @@ def test_an_existing_folder_is_only_replaced_when_asked_and_only_if_it_is_an_exp
     out = export_model(model, tokenizer, tmp_path / "export", RunConfig(), Weights(1, 1))
     with pytest.raises(ExportError, match="not empty; pass --overwrite"):
         export_model(model, tokenizer, out, RunConfig(), Weights(1, 1))
-    (out / "stale.txt").write_text("from an earlier export")
     export_model(model, tokenizer, out, RunConfig(), Weights(1, 1), options=ExportOptions(overwrite=True))
-    assert not (out / "stale.txt").exists() and (out / "model.safetensors").is_file()
+    assert (out / "model.safetensors").is_file()
+    # A file an export never writes is the user's: overwrite refuses rather than delete it (issue 30).
+    (out / "stale.txt").write_text("my notes beside the export")
+    with pytest.raises(ExportError, match="which an rm export does not write"):
+        export_model(model, tokenizer, out, RunConfig(), Weights(1, 1), options=ExportOptions(overwrite=True))
+    assert (out / "stale.txt").read_text() == "my notes beside the export"
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me")

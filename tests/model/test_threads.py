@@ -64,5 +64,5 @@ def test_a_busy_machine_is_said_and_the_default_left_alone(monkeypatch, caplog, 
         caplog.clear()
         cfg = load_config(QUICKSTART, [f"output_dir={tmp_path / 'run'}", *extra])
         with caplog.at_level("INFO", logger="rm"):
-            run.start(cfg)
+            run.start(cfg, run.make_accelerator(cfg))
         assert (note in [r.getMessage() for r in caplog.records]) is said

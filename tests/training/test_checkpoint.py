@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
-from rm.config.rundir import MANIFEST, STATE, RunDir
+from rm.config.rundir import MANIFEST, MARKER, STATE, RunDir
 from rm.errors import ConfigError
 from rm.training.checkpoint import prune
 from rm.training.run import main
@@ -167,14 +167,19 @@ def test_resume_settings_fail_before_any_work(tmp_path):
 
 
 def test_prune_keeps_the_newest_complete_checkpoints(tmp_path):
+    """Complete means closed by the marker; a folder without one (cut short, or not rm's) is neither counted
+    against the limit nor removed."""
     for step in (2, 10, 4, 8):
         (tmp_path / "checkpoints" / f"step-{step}").mkdir(parents=True)
         (tmp_path / "checkpoints" / f"step-{step}" / STATE).write_text("{}")
+        (tmp_path / "checkpoints" / f"step-{step}" / MARKER).write_text('{"files": {}}')
+    (tmp_path / "checkpoints" / "step-12").mkdir()
+    (tmp_path / "checkpoints" / "step-12" / STATE).write_text("{}")
     (tmp_path / "checkpoints" / ".partial-step-12").mkdir()
     prune(tmp_path, keep=2)
-    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-10", "step-8"]
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["step-10", "step-12", "step-8"]
     prune(tmp_path, keep=0)  # 0 keeps all
-    assert [s for s, _ in RunDir(tmp_path).complete_checkpoints()] == [8, 10]
+    assert [s for s, _ in RunDir(tmp_path).marked_checkpoints()] == [8, 10]
 
 
 def test_resuming_a_run_saved_before_split_versions_keeps_its_hold_out_by_record(tmp_path):

@@ -59,7 +59,7 @@ def test_a_nonfinite_loss_skips_exactly_its_step(tmp_path, monkeypatch):
     log = [json.loads(line) for line in (tmp_path / "nan" / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
     assert all(r["loss"] == r["loss"] for r in log[:5])  # finite rows untouched by the NaN
-    assert log[5]["loss"] != log[5]["loss"]  # the step whose only micro-batch was NaN logs NaN, not 0
+    assert log[5]["loss"] is None and log[5]["nonfinite_skipped"] == 1  # null, never NaN (invalid JSON), nor 0
 
 
 def test_nonfinite_losses_in_a_row_stop_the_run_naming_step_and_cause(tmp_path, monkeypatch):

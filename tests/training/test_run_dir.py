@@ -4,27 +4,19 @@ config.yaml (absolute paths, no one-time commands), and a resume of a finished r
 import hashlib
 import json
 import os
+import shutil
 import signal
 
 import pytest
 import yaml
 
 import rm.training.run
-from conftest import QUICKSTART, TINY_MODEL
+from conftest import QUICKSTART
+from conftest import SHORT as SHORT_RUN
 from rm.cli import main as cli
 from rm.config import load_config
 
-SHORT = [
-    "data.synthetic.n_train=48",
-    "data.synthetic.n_eval=16",
-    *TINY_MODEL,
-    "train.batch_size=8",
-    "train.eval_batch_size=16",
-    "train.max_steps=2",
-    "train.save_steps=2",
-    "train.report_to=[]",
-    "train.num_threads=1",
-]
+SHORT = [*SHORT_RUN, "train.save_steps=2"]
 
 
 def checksums(folder) -> dict[str, str]:
@@ -136,3 +128,108 @@ def test_the_saved_config_holds_absolute_paths_and_works_from_another_directory(
     monkeypatch.chdir(elsewhere)
     assert cli(["export", str(tmp_path / "runs" / "rel"), "--out", "e", "--normalize"]) == 0, capsys.readouterr().err
     assert "reward_normalization" in json.loads((elsewhere / "e" / "config.json").read_text())
+
+
+def test_overwrite_deletes_only_what_the_run_wrote(tmp_path, capsys):
+    """Issue 30: a run's folder where the user then kept data/prefs.jsonl (their run's own source) and the run
+    itself read its data from elsewhere: train.overwrite deleted data/. It is not in the run's manifest: refused
+    in one line, nothing deleted; once moved away, overwrite replaces only the run's files."""
+    bad_data(tmp_path / "src", broken=False)
+    out = tmp_path / "proj"
+    command = ["train", str(QUICKSTART), *SHORT, f"data.source={tmp_path / 'src'}", "export.enabled=false"]
+    assert cli([*command, f"output_dir={out}"]) == 0
+    manifest = json.loads((out / "rm_run.json").read_text())
+    assert "data" not in manifest["later"] and "checkpoints" in manifest["later"]
+    (out / "data").mkdir()
+    (out / "data" / "prefs.jsonl").write_text("mine\n")
+    (out / "notes.txt").write_text("mine too\n")
+    capsys.readouterr()
+    assert cli([*command, "train.overwrite=true", f"output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert "data/prefs.jsonl, which rm cannot prove" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "data" / "prefs.jsonl").read_text() == "mine\n" and (out / "eval.json").is_file()
+    (out / "data" / "prefs.jsonl").unlink()
+    (out / "data").rmdir()
+    assert cli([*command, "train.overwrite=true", f"output_dir={out}"]) == 0
+    assert (out / "notes.txt").read_text() == "mine too\n"  # never rm's: kept
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    """A finished run on generated data (what `make demo` leaves in runs/quickstart)."""
+    out = tmp_path_factory.mktemp("synthetic") / "run"
+    assert cli(["train", str(QUICKSTART), *SHORT, "export.enabled=false", f"output_dir={out}"]) == 0
+    return out
+
+
+def test_a_file_changed_since_the_run_wrote_it_is_not_deleted(synthetic_run, tmp_path, capsys):
+    """The generated data/ is the run's, listed with sizes: one file of it rewritten by the user is no longer
+    provably rm's, and overwrite refuses rather than delete it."""
+    out = tmp_path / "run"
+    shutil.copytree(synthetic_run, out)
+    listed = json.loads((out / "rm_run.json").read_text())["files"]
+    assert any(name.startswith("data/") for name in listed) and any(name.startswith("tokenizer/") for name in listed)
+    edited = next(out.glob("data/*/train.jsonl.gz"))
+    edited.write_bytes(b"my own edit")
+    assert cli(["train", str(QUICKSTART), *SHORT, "train.overwrite=true", f"output_dir={out}"]) == 2
+    assert "which rm cannot prove" in capsys.readouterr().err
+    assert edited.read_bytes() == b"my own edit"
+
+
+@pytest.mark.parametrize("manifest", ["none", "names"])
+def test_an_old_run_directory_is_still_replaced(synthetic_run, tmp_path, capsys, manifest):
+    """`make demo` over a runs/quickstart of an rm that wrote no manifest (or issue 29's list of names): its
+    config.yaml loads as a run config, so its known files are replaced; a file of the user's beside them stays."""
+    out = tmp_path / "run"
+    shutil.copytree(synthetic_run, out)
+    if manifest == "none":
+        (out / "rm_run.json").unlink()
+    else:
+        (out / "rm_run.json").write_text(json.dumps({"claimed": "then", "pid": 1, "files": ["config.yaml", "data"]}))
+    (out / "notes.txt").write_text("mine\n")
+    assert cli(["train", str(QUICKSTART), *SHORT, "train.overwrite=true", f"output_dir={out}"]) == 0
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert json.loads((out / "rm_run.json").read_text())["version"] == 2
+
+
+def test_a_config_yaml_that_is_not_a_run_config_makes_no_old_run(tmp_path, capsys):
+    """Before: any config.yaml with a train_log.jsonl beside it was an old run, and overwrite deleted both."""
+    (tmp_path / "config.yaml").write_text("my: notes\n")
+    (tmp_path / "train_log.jsonl").write_text('{"mine": 1}\n')
+    assert cli(["train", str(QUICKSTART), *SHORT, "train.overwrite=true", f"output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "which no rm run claimed" in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "config.yaml").read_text() == "my: notes\n" and (tmp_path / "train_log.jsonl").is_file()
+
+
+def test_an_old_run_keeps_data_its_config_did_not_generate(synthetic_run, tmp_path, capsys):
+    """An old run directory (no manifest) whose config read its data from elsewhere: a data/ there is the
+    user's, and overwrite refuses rather than delete it."""
+    out = tmp_path / "run"
+    shutil.copytree(synthetic_run, out)
+    (out / "rm_run.json").unlink()
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    config["data"]["source"] = str(tmp_path / "elsewhere")
+    (out / "config.yaml").write_text(yaml.safe_dump(config))
+    assert cli(["train", str(QUICKSTART), *SHORT, "train.overwrite=true", f"output_dir={out}"]) == 2
+    assert "which rm cannot prove" in capsys.readouterr().err
+    assert any((out / "data").rglob("*.jsonl.gz"))
+
+
+def test_export_overwrite_replaces_only_an_export(synthetic_run, tmp_path, capsys):
+    """`rm export --overwrite` follows the same rule: an export folder holding a file of the user's (or an
+    rm_config.yaml that is no run config) is refused in one line and kept as it was."""
+    out = tmp_path / "e"
+    assert cli(["export", str(synthetic_run), "--out", str(out)]) == 0
+    assert cli(["export", str(synthetic_run), "--out", str(out), "--overwrite"]) == 0  # an export: replaced
+    (out / "notes.txt").write_text("mine\n")
+    capsys.readouterr()
+    assert cli(["export", str(synthetic_run), "--out", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "holds notes.txt, which an rm export does not write" in err and len(err.strip().splitlines()) == 1
+    assert (out / "notes.txt").read_text() == "mine\n" and (out / "model.safetensors").is_file()
+    (out / "notes.txt").unlink()
+    (out / "rm_config.yaml").write_text("my: notes\n")
+    assert cli(["export", str(synthetic_run), "--out", str(out), "--overwrite"]) == 2
+    assert "not an rm run config" in capsys.readouterr().err
+    assert (out / "rm_config.yaml").read_text() == "my: notes\n"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rm.data.formats.pair import Pair, number_of
+from rm.data.formats.pair import FLOAT32_MAX, Pair, number_of
 from rm.errors import RecordError
 
 MISSING = ("N/A", "n/a", "NA", "")
@@ -67,10 +67,11 @@ def pairs_of(item: Pair | Group) -> tuple[tuple[int, int, bool], ...] | None:
 
 
 def score_of(value: Any, field: str) -> float | None:
-    """A score as a float, or None where the data says it is missing ("N/A", null): not a bad record."""
+    """A score as a float, or None where the data says it is missing ("N/A", null): not a bad record. Within
+    half float32's range, so that the difference of two scores (a pair's margin) is finite too."""
     if value is None or (isinstance(value, str) and value.strip() in MISSING):
         return None
-    return number_of(value, field)
+    return number_of(value, field, FLOAT32_MAX / 2)
 
 
 def ranks_from_scores(scores: list[float]) -> tuple[int, ...]:

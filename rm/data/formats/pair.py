@@ -14,6 +14,10 @@ from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.errors import RecordError
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32: margins and scores train as float32 (or bf16, of the same range), so a number
+beyond it is infinite there, a bad record rather than a step silently skipped as non-finite (issue 30)."""
+
 
 @dataclass
 class Pair:
@@ -62,9 +66,9 @@ def string_of(value: Any, name: str) -> str:
     return value
 
 
-def number_of(value: Any, name: str) -> float:
-    """A finite number from a JSON number or a string holding one (CSV cells are strings), else the RecordError
-    that names field `name`."""
+def number_of(value: Any, name: str, limit: float = FLOAT32_MAX) -> float:
+    """A finite number from a JSON number or a string holding one (CSV cells are strings), no larger in size than
+    `limit` (float32's range), else the RecordError that names field `name`."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -72,6 +76,9 @@ def number_of(value: Any, name: str) -> float:
             raise RecordError("not_a_number", f"field {name!r} must be a number, got {value!r}", name) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise RecordError("not_a_number", f"field {name!r} must be a finite number, got {value!r}", name)
+    if abs(value) > limit:
+        message = f"field {name!r} is {value:g}, beyond ±{limit:.4g}: it would be infinite as float32"
+        raise RecordError("out_of_range", message, name)
     return float(value)
 
 
