@@ -185,22 +185,7 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
         changed = _changed_keys(to_dict(saved), to_dict(saved_config(cfg)), ignore={"train.resume", "train.overwrite"})
         if changed:
             log.warning("resuming with settings that differ from the checkpoint's: %s", ", ".join(changed[:8]))
-    try:
-        state = TrainState(**json.loads((path / STATE).read_text()))
-    except (OSError, ValueError, TypeError) as e:
-        raise TrainingError(f"{path}: cannot resume it: unreadable {STATE} ({type(e).__name__})") from None
-    slots = accelerator.num_processes * cfg.train.grad_accum
-    if state.batches_in_epoch and state.plan_slots and state.plan_slots != slots:
-        raise ConfigError(
-            f"{path} stopped inside an epoch planned for processes x train.grad_accum = {state.plan_slots}, "
-            f"this run has {accelerator.num_processes} x {cfg.train.grad_accum} = {slots}: resume with the same product"
-        )
-    changed = [f"{k}={v} (now {plan_settings(cfg)[k]})" for k, v in state.plan.items() if plan_settings(cfg)[k] != v]
-    if state.batches_in_epoch and changed:
-        raise ConfigError(
-            f"{path} stopped inside an epoch planned with {', '.join(changed)}: resume with the same settings, "
-            "or its next steps would train on pairs it already saw"
-        )
+    state = resumable_state(path, cfg, accelerator.num_processes)
     try:
         accelerator.load_state(str(path))
     except Exception as e:
@@ -211,6 +196,38 @@ def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> Tra
     log.info("resumed from %s: step %d, epoch %d, %d micro-batches in", path, state.step, state.epoch,
              state.batches_in_epoch)  # fmt: skip
     return state
+
+
+def resumable_state(path: Path, cfg: RunConfig, processes: int) -> TrainState:
+    """The checkpoint's position, once this run can go on from it: the same plan inside an epoch (processes x
+    grad_accum, batch size, budgets), or its next steps would train on pairs it already saw. Asked before the
+    run directory is claimed too, so a refused resume leaves its config.yaml as it was."""
+    try:
+        state = TrainState(**json.loads((path / STATE).read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        raise TrainingError(f"{path}: cannot resume it: unreadable {STATE} ({type(e).__name__})") from None
+    slots = processes * cfg.train.grad_accum
+    if state.batches_in_epoch and state.plan_slots and state.plan_slots != slots:
+        raise ConfigError(
+            f"{path} stopped inside an epoch planned for processes x train.grad_accum = {state.plan_slots}, "
+            f"this run has {processes} x {cfg.train.grad_accum} = {slots}: resume with the same product"
+        )
+    changed = [f"{k}={v} (now {plan_settings(cfg)[k]})" for k, v in state.plan.items() if plan_settings(cfg)[k] != v]
+    if state.batches_in_epoch and changed:
+        raise ConfigError(
+            f"{path} stopped inside an epoch planned with {', '.join(changed)}: resume with the same settings, "
+            "or its next steps would train on pairs it already saw"
+        )
+    return state
+
+
+def checked_resume(cfg: RunConfig, path: Path | None, processes: int) -> RunConfig:
+    """The config to resume checkpoint `path` with (None: a fresh start), refused before anything is written when
+    the checkpoint cannot be resumed by this run (`resumable_state`)."""
+    if path is None:
+        return cfg
+    resumable_state(path, cfg, processes)
+    return with_its_split(cfg, path)
 
 
 def with_its_split(cfg: RunConfig, path: Path | None) -> RunConfig:

@@ -79,7 +79,7 @@ def main(
                 shut_down(accelerator)
                 return finished_result(cfg, accelerator.is_main_process)
             resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
-            cfg = checkpoint.with_its_split(cfg, resume_from)
+            cfg = checkpoint.checked_resume(cfg, resume_from, accelerator.num_processes)
             with unclaimed(cfg, where, accelerator.is_main_process) as ours:  # a failure leaves output_dir as it was
                 data = load_and_encode(cfg, accelerator)
                 with explain_oom(cfg, "loading the model"):
