@@ -1,6 +1,10 @@
 """The import contract of rm: role folders in layers, imports only downwards, no import cycles.
 
-    errors < config < data < tokens < collate < model < evaluation < export < training < sweep < cli
+    client < errors < config < data < tokens < collate < model < evaluation < suites < export < training < sweep
+        < serve < cli
+
+`client` (the HTTP client of `rm serve`, imported in a policy's venv without torch) sits below everything and
+imports nothing of rm above it; `serve` (the reward server) sits beside `cli`, which starts it.
 
 A module may import rm modules of its own layer or of layers below it, never above; every import
 counts, the lazy ones inside functions too. `python scripts/check_layers.py [PACKAGE_DIR]` prints each
@@ -14,7 +18,22 @@ import ast
 import sys
 from pathlib import Path
 
-LAYERS = ("errors", "config", "data", "tokens", "collate", "model", "evaluation", "export", "training", "sweep", "cli")
+LAYERS = (
+    "client",
+    "errors",
+    "config",
+    "data",
+    "tokens",
+    "collate",
+    "model",
+    "evaluation",
+    "suites",
+    "export",
+    "training",
+    "sweep",
+    "serve",
+    "cli",
+)
 TOP = {"__main__": "cli", "__init__": "errors"}  # rm/__main__.py runs the CLI; rm/__init__.py is empty
 
 
