@@ -57,33 +57,7 @@ def rm_worker(mode: str, work: Path, seed: int, budget: int) -> None:
 
     progress = benchlib.Progress(work / f"{mode}.progress")
     layout, grouped = MODES[mode]
-    m = benchlib.MODEL
-    overrides = [
-        f"output_dir={work / mode}",
-        "train.overwrite=true",  # a rerun of the benchmark in the same --work folder
-        f"data.source={work / 'hh'}",
-        f"tokenizer.name_or_path={work / 'tokenizer'}",
-        f"model.random_init.hidden_size={m['hidden_size']}",
-        f"model.random_init.num_hidden_layers={m['num_hidden_layers']}",
-        f"model.random_init.num_attention_heads={m['num_attention_heads']}",
-        f"model.random_init.intermediate_size={m['intermediate_size']}",
-        "model.random_init.max_position_embeddings=1024",
-        "collator.max_length=512",
-        f"collator.layout={layout}",
-        "collator.max_tokens=0",  # a fixed pair count in every mode; packed layouts pack inside the batch
-        f"collator.group_by_length={str(grouped).lower()}",
-        f"collator.eval_max_tokens={4 * budget if layout != 'padded' else 0}",
-        f"train.batch_size={BATCH}",
-        "train.eval_batch_size=32",
-        "train.epochs=1",
-        f"train.lr={LR}",
-        "train.scheduler=linear",
-        "train.warmup_ratio=0",
-        "train.report_to=[]",
-        "train.log_steps=1000000",
-        f"train.seed={seed}",
-        "export.enabled=false",
-    ]
+    overrides = benchlib.rm_overrides(work, mode, work / "hh", layout, BATCH, budget, seed, LR, grouped)
     started = False
 
     def on_batch(batch: dict, loss: torch.Tensor) -> None:
