@@ -8,7 +8,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint format bench clients clean
+.PHONY: setup references demo test lint format bench clients clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -21,10 +21,22 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
+# The leaderboards' own scoring code, which tests/suites runs on rm's per-example results: RewardBench 0.1.4's
+# pure functions (section weights, RewardBench 2's Ties rule), read from its installed files in a venv of its
+# own. --no-deps: its pins (transformers 4.51, CUDA-only extras) are not needed for them, only numpy and pandas.
+REF_VENV := $(VENV)/ref-rewardbench
+$(REF_VENV)/.installed:
+	$(PY) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/pip install -q --no-deps rewardbench==0.1.4
+	$(REF_VENV)/bin/pip install -q numpy pandas
+	touch $@
+
+references: $(REF_VENV)/.installed
+
 demo: setup
 	$(BIN)/python -m rm train configs/quickstart.yaml train.overwrite=true
 
-test: setup
+test: setup references
 	$(BIN)/python -m pytest -q
 
 # Throughput against TRL on the real HH file (about 15 minutes; see scripts/bench_train.py).

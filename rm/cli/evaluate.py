@@ -1,5 +1,6 @@
 """`python -m rm eval --model M --data D`: accuracy, calibration, length bias and, for groups of K responses, top-1,
-best-of-K and Kendall tau per subset (evaluation/eval_report.py)."""
+best-of-K and Kendall tau per subset (evaluation/eval_report.py); with `--suite rewardbench|rewardbench2|rm-bench`,
+also that leaderboard's own section scores and overall figure (rm/suites/suite_eval.py)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,35 @@ if TYPE_CHECKING:  # the library is imported when a command runs, so that --help
 def add(sub) -> None:
     p = sub.add_parser(
         "eval",
-        help="evaluate a reward model on preference pairs or ranked groups: eval.json, report.md, plots",
+        help="evaluate a reward model on preference pairs or ranked groups: eval.json, report.md, report.html, plots",
         description="Score preference pairs (or groups of K ranked or rated responses) with a reward model and report "
         "accuracy, calibration and length bias per subset, and for groups top-1, best-of-K and Kendall tau, with "
-        "intervals that resample prompts: eval.json, report.md and plots in --out.",
+        "intervals that resample prompts: eval.json, report.md, report.html and plots in --out.",
     )
     add_model_args(p)
     p.add_argument(
         "--data",
-        required=True,
         help="pairs or groups: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a "
-        "Hub name",
+        "Hub name (required without --suite; with it, default: the suite's Hub dataset)",
+    )
+    p.add_argument(
+        "--suite",
+        choices=["rewardbench", "rewardbench2", "rm-bench"],
+        help="also compute this leaderboard's own aggregates (eval.json's `suite`) on its published layout: "
+        "rewardbench (allenai/reward-bench), rewardbench2 (allenai/reward-bench-2), rm-bench (THU-KEG/RM-Bench)",
+    )
+    p.add_argument(
+        "--prior-sets",
+        default="",
+        metavar="SOURCE",
+        help="with --suite rewardbench: RewardBench's prior preference sets (allenai/preference-test-sets, or a "
+        "folder of its splits) for the optional Prior Sets figure",
     )
     p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
-    p.add_argument("--split", default="test", help="split to read from a directory or Hub dataset")
+    p.add_argument(
+        "--split",
+        help="split to read from a directory or Hub dataset (default: test; with --suite, the leaderboard's split)",
+    )
     p.add_argument("--subsets", nargs="*", default=[], help="subsets to load, by spaces or commas (default: all)")
     p.add_argument(
         "--holdout",
@@ -69,6 +85,7 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
     unless --set names it); --max-pairs is data.max_eval_pairs. The flags win over --set for their keys."""
     from dataclasses import replace
 
+    split = args.split or "test"
     cfg = replace(
         data_config(args),
         source=args.data,
@@ -80,8 +97,8 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
     if args.holdout:
         said = any(o.split("=", 1)[0].strip() == "split_version" for o in args.overrides)
         version = cfg.split_version if said else trained_split_version(args.model, cfg.split_version)
-        return replace(cfg, train_split=args.split, eval_split="", eval_fraction=args.holdout, split_version=version)
-    return replace(cfg, eval_split=args.split)
+        return replace(cfg, train_split=split, eval_split="", eval_fraction=args.holdout, split_version=version)
+    return replace(cfg, eval_split=split)
 
 
 def trained_split_version(model: str, default: int) -> int:
@@ -99,11 +116,36 @@ def trained_split_version(model: str, default: int) -> int:
     return int(data.get("split_version", 1)) if isinstance(data, dict) else default
 
 
+def suite_data(args: argparse.Namespace):
+    """What `--suite` scores: --data (default: the suite's Hub dataset), --split (default: the leaderboard's),
+    --subsets, --on-bad-record, --chat-template, --prior-sets. Options that choose or reshape pairs for a plain
+    eval (--holdout, --max-pairs, --format, --columns, --set) would change what the leaderboard scores: refused."""
+    from rm.errors import ConfigError
+    from rm.suites.suite_eval import SuiteData
+
+    said = [flag for flag, value in (("--holdout", args.holdout), ("--max-pairs", args.max_pairs),
+            ("--format", args.format), ("--columns", args.columns), ("--set", args.overrides)) if value]  # fmt: skip
+    if said:
+        raise ConfigError(f"{', '.join(said)} cannot be used with --suite: a suite scores its published records as "
+                          "they are")  # fmt: skip
+    if args.prior_sets and args.suite != "rewardbench":
+        raise ConfigError("--prior-sets goes with --suite rewardbench only")
+    return SuiteData(
+        source=args.data or "",
+        split=args.split or "",
+        subsets=subset_list(args.subsets) or None,
+        on_bad_record=args.on_bad_record,
+        chat_template=args.chat_template or "auto",
+        prior_sets=args.prior_sets,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rm.errors import ConfigError
     from rm.evaluation.eval_report import EvalOptions, evaluate_model
-    from rm.evaluation.markdown import format_table
+    from rm.evaluation.report.markdown import format_table
 
     options = EvalOptions(
         batch_size=args.batch_size,
@@ -114,11 +156,38 @@ def run(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code,
         num_threads=args.num_threads,
     )
-    result = evaluate_model(args.model, eval_data(args), args.out, options)
+    if args.suite:
+        from rm.suites.suite_eval import evaluate_suite
+
+        result = evaluate_suite(args.model, args.suite, suite_data(args), args.out, options)
+    elif not args.data:
+        raise ConfigError("--data is required (or name a --suite, which reads its published dataset)")
+    else:
+        result = evaluate_model(args.model, eval_data(args), args.out, options)
     if result:  # the main process (the others return an empty result)
         skipped = result["eval"]["records_skipped"]
         if skipped:
             print(f"skipped {sum(skipped.values())} bad records {skipped} (listed in eval.json)")
         print(format_table(result))
-        print(f"report: {Path(args.out) / 'report.md'}")
+        if args.suite:
+            print(suite_table(result["suite"]))
+        print(f"report: {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'} (one page to browse)")
     return 0
+
+
+def suite_table(suite: dict) -> str:
+    """The suite's sections and overall figure, one per line (rm-bench: easy / normal / hard per domain)."""
+    lines = [f"{suite['name']}: score {_num(suite['score'])}"]
+    for name, value in suite["sections"].items():
+        if isinstance(value, dict):
+            value = "  ".join(f"{k} {_num(v)}" for k, v in value.items())
+        else:
+            value = _num(value)
+        lines.append(f"  {name}: {value}")
+    if suite.get("prior_sets") is not None:
+        lines.append(f"  Prior Sets (outside the score): {_num(suite['prior_sets'])}")
+    return "\n".join(lines)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"

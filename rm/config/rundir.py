@@ -4,6 +4,7 @@
 <output_dir>/config.yaml              the resolved run config (one-time commands left out, local paths absolute)
 <output_dir>/eval.json                the final held-out eval
 <output_dir>/train_log.jsonl          one row per log step, appended as the run goes
+<output_dir>/suites.jsonl             one row per leaderboard suite and eval (train.eval_suites)
 <output_dir>/data_report.json         what loading the data skipped, repaired and mixed (counts)
 <output_dir>/skipped.jsonl            each record left out or repaired
 <output_dir>/data/                    the synthetic dataset (data.source=synthetic)
@@ -86,6 +87,10 @@ class RunDir:
         return self.root / "train_log.jsonl"
 
     @property
+    def suites_log(self) -> Path:
+        return self.root / "suites.jsonl"
+
+    @property
     def data_report(self) -> Path:
         return self.root / "data_report.json"
 
@@ -152,7 +157,8 @@ class RunDir:
     @property
     def written(self) -> tuple[Path, ...]:
         """Everything a run writes into the folder: what train.overwrite deletes."""
-        more = (self.tensorboard, self.data, self.tokenizer, self.data_report, self.skipped, self.export_partial)
+        more = (self.suites_log, self.tensorboard, self.data, self.tokenizer, self.data_report, self.skipped)
+        more += (self.export_partial,)
         return self.run_files + more
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rm.config.checks import CHOICES, choice_problems, run_problems
+from rm.config.suite_config import SuiteConfig
 from rm.errors import ConfigError
 
 
@@ -250,6 +251,8 @@ class TrainConfig:
     """Accelerate trackers to log to (tensorboard, wandb…; one name alone, report_to=wandb, works too); [] for none."""
     num_threads: int = 0
     """torch CPU threads (0: the cores this process may use divided by the run's processes on the node)."""
+    eval_suites: list[SuiteConfig] = field(default_factory=list)
+    """Leaderboard suites scored at each eval, their section scores logged (`[{suite: rewardbench, data: …}]`)."""
 
 
 @dataclass

@@ -9,7 +9,8 @@ every group is gathered exactly once (rm/evaluation/split_rewards.py). The main 
 per subset (rm/evaluation/eval_result.py), and writes, into `out`:
 
     eval.json          {"overall": {...}, "subsets": {name: {...}}, "calibration", "length_bins", "eval"}
-    report.md          the tables (rm/evaluation/markdown.py), with the figures inline
+    report.md          the tables (rm/evaluation/report/markdown.py), with the figures inline
+    report.html        the same tables and figures in one self-contained page, with a pair browser (html_page.py)
     rewards.jsonl      one line per pair or group: origin, subset, rewards, lengths (the input's order)
     accuracy.png  calibration.png  reward_hist.png  length_bias.png  (and groups.png for group data)
 """
@@ -34,10 +35,12 @@ from rm.data.formats.group import rank_of
 from rm.data.formats.pair import Pair
 from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
-from rm.evaluation import metrics, plots
+from rm.evaluation import metrics
 from rm.evaluation.eval_result import build_result, strict_pairs
 from rm.evaluation.gather import shut_down
-from rm.evaluation.markdown import has_groups, render_markdown
+from rm.evaluation.report import plots
+from rm.evaluation.report.html_page import render_html
+from rm.evaluation.report.markdown import has_groups, render_markdown
 from rm.evaluation.split_rewards import item_rewards, nonfinite_rewards, score_split
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model
@@ -205,7 +208,8 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
 
 
 def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.ndarray], seed: int) -> None:
-    """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots and report.md.
+    """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots, report.md and
+    report.html (with `result["suite"]`'s scores where a suite set it).
 
     A pair's line holds `chosen_reward` and `rejected_reward` (with their lengths), a group's `rewards` in its
     order, its `rank` and lengths; a reward is null for a response too long to score or scored non-finite."""
@@ -244,3 +248,5 @@ def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.
     if grouped:
         plots.group_plot(result, out / GROUP_PLOT)
     write_text(out / "report.md", render_markdown(result))
+    figures = {name: out / name for name in PLOTS + ((GROUP_PLOT,) if grouped else ())}
+    write_text(out / "report.html", render_html(result, kept, rewards, figures))

@@ -24,8 +24,8 @@ import numpy as np
 from rm.data.data_report import DataReport
 from rm.data.sources import read_file
 from rm.errors import DataError
-from rm.evaluation import plots
 from rm.evaluation.metrics import json_safe, spearman
+from rm.evaluation.report import plots
 from rm.evaluation.score_file import score_file
 
 TARGETS = ("min_harmlessness_score_transcript", "rating")

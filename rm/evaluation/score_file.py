@@ -106,6 +106,11 @@ def _order_key(s: ScoreSeq) -> tuple[int, list[int], int]:
     return len(prompt), prompt, len(s.response_ids)
 
 
+def scoring_order(seqs: list[ScoreSeq]) -> list[int]:
+    """Indices of `seqs` by prompt (length, then ids) and response length: what `batches` cuts."""
+    return sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
+
+
 @torch.inference_mode()
 def score_seqs(
     model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
@@ -116,7 +121,7 @@ def score_seqs(
     similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
     (`batches` keeps them in one batch, so the prompt is computed once).
     """
-    order = sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
+    order = scoring_order(seqs)
     out = [0.0] * len(seqs)
     for idx in batches(seqs, order, batch_size):
         batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}

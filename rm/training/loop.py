@@ -57,6 +57,8 @@ class Hooks:
     groups)."""
     on_eval: Callable[[int, dict], None] | None = None
     """Called on every process after each periodic eval with (step, result); may raise to stop the run."""
+    suites: Callable[[torch.nn.Module, int], Any] | None = None
+    """train.eval_suites (rm/training/suite_evals.py): called with (model, step) at each eval and at the last step."""
 
 
 @dataclass
@@ -230,6 +232,8 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
         log_eval(accelerator, periodic, state.step)
         if hooks.on_eval is not None:
             hooks.on_eval(state.step, periodic)
+    if hooks.suites is not None and (evaluating or state.step == run.max_steps) and not stop:
+        hooks.suites(run.model, state.step)
     if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
         state.pending = accelerator.reduce(meter.sums, "sum").tolist()
         state.scheduler = run.scheduler.state_dict()

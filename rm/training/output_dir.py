@@ -31,7 +31,8 @@ from pathlib import Path
 from rm.config import RunConfig, load_config
 from rm.config.atomic import write_text
 from rm.config.rundir import MANIFEST, RunDir, write_config
-from rm.errors import ConfigError, RMError
+from rm.errors import ConfigError, ExportError, RMError
+from rm.export.hub import push_folder
 
 VERSION = 2
 """rm_run.json's layout: 2 lists the start's files with sizes and the names written after the claim."""
@@ -255,3 +256,17 @@ def finished_result(cfg: RunConfig, is_main: bool) -> dict:
     except ValueError:
         result = {}
     return result | {"already_finished": True}
+
+
+def push_export(cfg: RunConfig) -> None:
+    """Upload the end-of-run export (export.push_to_hub); a failure says how to push the finished run later."""
+    out, e = RunDir(cfg.output_dir), cfg.export
+    try:
+        url = push_folder(out.export, e.push_to_hub, private=e.private, revision=e.revision or None)
+    except ExportError as err:
+        flags = (" --private" if e.private else "") + (f" --revision {e.revision}" if e.revision else "")
+        raise ExportError(
+            f"{err}. The run itself is complete; push it later with: "
+            f"python -m rm export {out.root} --out {out.export} --push-to-hub {e.push_to_hub}{flags}"
+        ) from None
+    print(f"pushed: {url}")

@@ -26,11 +26,11 @@ from rm.collate.shard import EvalBatches, RankBatches
 from rm.config import RunConfig, to_dict
 from rm.config.atomic import disk_full_explained
 from rm.config.rundir import TRACKING, RunDir, absolute_paths
-from rm.errors import DataError, ExportError
+from rm.errors import DataError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
-from rm.export.hub import check_push, push_folder
+from rm.export.hub import check_push
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.objective import group_weights, tie_parameter
@@ -45,8 +45,9 @@ from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom, loading, same_plan_everywhere, sigterm_raises
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer
-from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, unclaimed
+from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, push_export, unclaimed
 from rm.training.run_lock import run_dir_lock
+from rm.training.suite_evals import suite_evals
 from rm.training.trackers import flat
 
 log = logging.getLogger("rm")
@@ -82,6 +83,7 @@ def main(
             cfg = checkpoint.checked_resume(cfg, resume_from, accelerator.num_processes)
             with unclaimed(cfg, where, accelerator.is_main_process) as ours:  # a failure leaves output_dir as it was
                 data = load_and_encode(cfg, accelerator)
+                suites = suite_evals(cfg, data.tokenizer, accelerator)  # train.eval_suites: read before training
                 with explain_oom(cfg, "loading the model"):
                     model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
                 accelerator.wait_for_everyone()
@@ -90,7 +92,7 @@ def main(
             accelerator.wait_for_everyone()
             run = set_up(cfg, accelerator, data, model, layout, resume_from)
         with explain_oom(cfg, "training", run.state):
-            interrupted = fit(run, Hooks(on_batch, on_eval))
+            interrupted = fit(run, Hooks(on_batch, on_eval, suites))
         info = train_info(run, resume_from, started)
         result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
         main_process = accelerator.is_main_process
@@ -284,17 +286,3 @@ def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info:
         print(format_table(result))
         print(f"run directory: {out.root}")
     return result
-
-
-def push_export(cfg: RunConfig) -> None:
-    """Upload the end-of-run export (export.push_to_hub); a failure says how to push the finished run later."""
-    out, e = RunDir(cfg.output_dir), cfg.export
-    try:
-        url = push_folder(out.export, e.push_to_hub, private=e.private, revision=e.revision or None)
-    except ExportError as err:
-        flags = (" --private" if e.private else "") + (f" --revision {e.revision}" if e.revision else "")
-        raise ExportError(
-            f"{err}. The run itself is complete; push it later with: "
-            f"python -m rm export {out.root} --out {out.export} --push-to-hub {e.push_to_hub}{flags}"
-        ) from None
-    print(f"pushed: {url}")

@@ -25,8 +25,8 @@ from rm.data.formats.pair import Pair
 from rm.evaluation import metrics
 from rm.evaluation.eval_result import build_result
 from rm.evaluation.gather import evaluate, gather_rewards
-from rm.evaluation.markdown import format_table, has_groups, render_markdown
 from rm.evaluation.ranking_metrics import ratio_bootstrap_ci
+from rm.evaluation.report.markdown import format_table, has_groups, render_markdown
 from rm.evaluation.summary import by_subset, summarize_by_subset, summarize_groups
 from rm.tokens.store import EncodedGroup
 

@@ -1,0 +1,237 @@
+"""The text of `rm eval`'s report: the console table, and the tables report.md and report.html share, all from
+eval.json's dict.
+
+Kept apart from the scoring (rm/evaluation/split_rewards.py, eval_result.py) so the words and tables can change
+without touching how the numbers are made; every figure report.md shows is one of `eval_report.PLOTS`. Each table
+is made once, as a `Table` of plain-text cells: `md_table` writes it for report.md, html_page.py for report.html.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _rows(result: dict) -> list[tuple[str, dict]]:
+    return list(result["subsets"].items()) + [("overall", result["overall"])]
+
+
+def has_groups(summary: dict) -> bool:
+    """Whether the data holds more than pairs: a group of three or more responses (more strictly ordered pairs
+    than groups) or a tie. Pairs alone keep the pairwise report; the group metrics are in eval.json either way."""
+    return bool(summary.get("tied_pairs") or summary.get("n", 0) > summary.get("groups", summary.get("n", 0)))
+
+
+def format_table(result: dict) -> str:
+    """The console summary: one line per subset and overall."""
+    rows = _rows(result)
+    w = max(7, *(len(name) for name, _ in rows))
+    head = (
+        f"{'subset':<{w}}      n  accuracy  95% CI            ECE     longer-wins  length rule            "
+        "rho(reward,len)"
+    )
+    lines = [head, "-" * len(head)]
+    for name, m in rows:
+        lo, hi = m["accuracy_ci95"]
+        rule = f"{m['length_rule']} {m['length_rule_accuracy']:.4f}"
+        lines.append(
+            f"{name:<{w}}  {m['n']:5d}  {m['accuracy']:8.4f}  [{lo:.4f}, {hi:.4f}]  {m['ece']:.4f}  "
+            f"{m['longer_chosen_rate']:11.4f}  {rule:<21}  {m['reward_length_spearman']:15.4f}"
+        )
+    if has_groups(result["overall"]):
+        head = f"{'subset':<{w}}  groups  prompts  tied  top-1   best-of-K  Kendall tau"
+        lines += ["", head, "-" * len(head)]
+        lines += [
+            f"{name:<{w}}  {m['groups']:6d}  {m['prompts']:7d}  {m['tied_pairs']:4d}  {_f(m['top1_accuracy'], 4):>6}  "
+            f"{_f(m['best_of_k_accuracy'], 4):>9}  {_f(m['kendall_tau'], 4):>11}"
+            for name, m in rows
+        ]
+    return "\n".join(lines)
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+Table = tuple[list[str], list[str], list[list[str]]]
+"""(header, alignment, rows): cells as plain text; an alignment cell is markdown's `---` (left) or `---:` (right)."""
+
+ACCURACY_TEXT = [
+    "A pair is right when r_chosen > r_rejected (a tie counts half). *Longer wins* is how often the chosen",
+    "response is the longer one; the *length rule* is the better of always picking the longer or always the",
+    "shorter response. A reward model should beat the length rule by more than its interval.",
+]
+GROUP_TEXT = [
+    "Accuracy above is over every strictly ordered pair of a group, the better response as the chosen one;",
+    "tied pairs are not in it. *Top-1*: the highest reward went to a best-ranked response. *Best-of-K*: every",
+    "best-ranked response beats every other one (RewardBench 2's count). *Kendall tau*: tau-b between rewards",
+    "and ranks, the mean over groups. The mean absolute reward difference of tied pairs stands beside that of",
+    "strict pairs (a model that sees the ties scores them closer).",
+]
+CALIBRATION_TEXT = [
+    "P(chosen) = sigmoid(r_chosen - r_rejected). Confidence is max(P, 1 - P), binned on [0.5, 1]; ECE is the",
+    "pair-weighted mean |accuracy - confidence| over the bins (0 is perfectly calibrated).",
+]
+
+
+def md_table(table: Table) -> list[str]:
+    head, align, rows = table
+    return ["| " + " | ".join(cells) + " |" for cells in [head, align, *rows]]
+
+
+def accuracy_table(result: dict) -> Table:
+    """Accuracy with its interval, calibration and the length baseline, per subset and overall."""
+    head = ["subset", "n", "accuracy", "95% CI", "ECE", "longer wins", "length rule", "beats it?",
+            "acc. when chosen longer (n)", "acc. when chosen shorter (n)"]  # fmt: skip
+    align = ["---", "---:", "---:", "---", "---:", "---:", "---", "---", "---:", "---:"]
+    rows = []
+    for name, m in _rows(result):
+        lo, hi = m["accuracy_ci95"]
+        beats = "yes" if lo > m["length_rule_accuracy"] else "no (within or below the CI)"
+        rows.append([
+            name, str(m["n"]), _f(m["accuracy"]), f"[{_f(lo)}, {_f(hi)}]", _f(m["ece"]), _f(m["longer_chosen_rate"]),
+            f"{m['length_rule']}: {_f(m['length_rule_accuracy'])}", beats,
+            f"{_f(m['accuracy_chosen_longer'])} ({m['n_chosen_longer']})",
+            f"{_f(m['accuracy_chosen_shorter'])} ({m['n_chosen_shorter']})",
+        ])  # fmt: skip
+    return head, align, rows
+
+
+def group_table(result: dict) -> Table:
+    """The group metrics per subset and overall (data with groups of three or more, or ties)."""
+    head = ["subset", "groups", "prompts", "pairs", "accuracy", "top-1", "best-of-K", "Kendall tau", "tied pairs",
+            "tied: mean abs. diff", "strict: mean abs. diff"]  # fmt: skip
+    rows = [
+        [name, str(m["groups"]), str(m["prompts"]), str(m["n"]), _f(m["accuracy"]), _f(m["top1_accuracy"]),
+         _f(m["best_of_k_accuracy"]), _f(m["kendall_tau"]), str(m["tied_pairs"]), _f(m["tie_mean_abs_diff"]),
+         _f(m["strict_mean_abs_diff"])]
+        for name, m in _rows(result)
+    ]  # fmt: skip
+    return head, ["---"] + ["---:"] * 10, rows
+
+
+def calibration_table(result: dict) -> Table:
+    rows = [
+        [f"{b['lo']:.2f}-{b['hi']:.2f}", str(b["n"]), _f(b["confidence"]), _f(b["accuracy"])]
+        for b in result["calibration"]["bins"]
+        if b["n"]
+    ]
+    return ["confidence bin", "pairs", "mean confidence", "accuracy"], ["---", "---:", "---:", "---:"], rows
+
+
+def length_text(o: dict) -> list[str]:
+    return [
+        f"Over all pairs the chosen response is the longer one in {_f(o['longer_chosen_rate'])} of them. The model",
+        f"scores the longer response higher in {_f(o['prefers_longer_rate'])} of the pairs of unequal length, and",
+        f"its rewards have Spearman rho = {_f(o['reward_length_spearman'])} with response length.",
+    ]
+
+
+def length_table(result: dict) -> Table:
+    rows = [
+        [f"{b['lo']:+.0f} to {b['hi']:+.0f}", str(b["n"]), _f(b["accuracy"]), _f(b["longer_chosen_rate"])]
+        for b in result["length_bins"]["overall"]
+    ]
+    head = ["len(chosen) - len(rejected)", "pairs", "RM accuracy", "longer wins"]
+    return head, ["---", "---:", "---:", "---:"], rows
+
+
+def header_lines(result: dict) -> list[str]:
+    """What was scored, as report.md's list items (without their "- ")."""
+    e, o = result["eval"], result["overall"]
+    return [
+        f"model: `{e['model']}`",
+        f"data: {e['data']}",
+        scored_line(o, e)[2:],
+        f"bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
+        f"{e['records_skipped'] or ''} (listed in eval.json)",
+        f"intervals: {e['bootstrap']['method']} bootstrap over prompts ({o['prompts']}), "
+        f"{e['bootstrap']['samples']} resamples, seed {e['bootstrap']['seed']}; lengths in {e['length_unit']}",
+    ]
+
+
+def render_markdown(result: dict) -> str:
+    """report.md: what was scored, a suite's scores, then accuracy, calibration and length bias, each table with its
+    figure."""
+    o = result["overall"]
+    md = ["# Reward model evaluation", "", *(f"- {line}" for line in header_lines(result)), ""]
+    if result.get("suite"):
+        md += suite_markdown(result["suite"])
+    md += ["## Accuracy", "", *ACCURACY_TEXT, "", *md_table(accuracy_table(result))]
+    md += ["", "![accuracy per subset](accuracy.png)", ""]
+    if has_groups(o):
+        md += ["## Groups", "", *GROUP_TEXT, "", *md_table(group_table(result))]
+        md += ["", "![group metrics per subset](groups.png)", ""]
+    md += ["## Calibration", "", *CALIBRATION_TEXT, "", *md_table(calibration_table(result))]
+    md += ["", "![reliability diagram](calibration.png)", "", "## Rewards", "", "![reward histograms](reward_hist.png)"]
+    md += ["", "## Length bias", "", *length_text(o), "", *md_table(length_table(result))]
+    md += ["", "![length bias](length_bias.png)", ""]
+    return "\n".join(md)
+
+
+def scored_line(o: dict, e: dict) -> str:
+    """What was scored of what was loaded, in pairs, or in groups where the data has them."""
+    dropped = (
+        f"{e['pairs_dropped_too_long']} dropped because they cannot fit max_length={e['max_length']} tokens with a "
+        f"token of their prompt (listed in eval.json); {e['prompts_truncated']} prompts lost leading turns to fit"
+    )
+    if not has_groups(o):
+        return f"- pairs: {o['n']} scored of {e['pairs_loaded']} loaded; {dropped}"
+    lost = e.get("responses_dropped_too_long", 0)
+    return (
+        f"- groups: {o['groups']} scored of {e['pairs_loaded']} loaded ({o['prompts']} prompts, {o['n']} strictly "
+        f"ordered pairs, {o['tied_pairs']} tied pairs); {dropped}; {lost} responses left their groups to fit"
+    )
+
+
+def _cell(x: object) -> str:
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    return _f(x, 4) if isinstance(x, float) or x is None else str(x)
+
+
+def suite_facts(suite: dict) -> list[str]:
+    """A suite's overall figure, how its texts were rendered, and its notes (report.md's list items)."""
+    facts = [f"score: {_cell(suite.get('score'))} ({suite['name']}'s overall figure, as its leaderboard reports it)"]
+    if suite.get("prior_sets") is not None:
+        facts.append(f"prior sets: {_cell(suite['prior_sets'])} (the optional fifth figure, outside the score)")
+    form = suite.get("formatting") or {}
+    if form:
+        same = "the same as" if form.get("same_as_leaderboard") else "NOT the same as (its numbers may differ)"
+        facts.append(f"formatting: {form.get('renderer')}, {same} the leaderboard's: {form.get('leaderboard')}")
+    facts.append(f"texts cut to max_length (never dropped): {suite.get('texts_truncated', 0)}")
+    return facts + list(suite.get("notes") or [])
+
+
+def suite_tables(suite: dict) -> list[tuple[str, Table]]:
+    """(title, table) for a suite's sections (a domain's easy / normal / hard for RM-Bench), its subsets and
+    RM-Bench's style matrices."""
+    sections = suite.get("sections") or {}
+    nested = any(isinstance(v, dict) for v in sections.values())
+    keys = list(dict.fromkeys(k for v in sections.values() if isinstance(v, dict) for k in v))
+    rows = [[name, *([_cell(v.get(k)) for k in keys] if nested else [_cell(v)])] for name, v in sections.items()]
+    head = ["domain", *keys] if nested else ["section", "score"]
+    tables = [("Sections", (head, ["---"] + ["---:"] * (len(head) - 1), rows))]
+    subsets = suite.get("subsets") or {}
+    keys = list(dict.fromkeys(k for v in subsets.values() for k in v))
+    rows = [[name, *(_cell(m.get(k)) for k in keys)] for name, m in subsets.items()]
+    tables.append(("Subsets", (["subset", *keys], ["---"] * (len(keys) + 1), rows)))
+    tables = [(title, table) for title, table in tables if table[2]]  # a suite without subsets shows none
+    matrix = suite.get("matrix") or {}
+    styles = list(matrix.get("styles") or [])
+    for domain, cells in (matrix.get("domains") or {}).items():
+        corner = f"{matrix.get('rows', 'row')} \\ {matrix.get('columns', 'column')}"
+        rows = [[style, *(_cell(x) for x in row)] for style, row in zip(styles, cells, strict=False)]
+        tables.append((f"Style matrix: {domain}", ([corner, *styles], ["---"] + ["---:"] * len(styles), rows)))
+    return tables
+
+
+def suite_markdown(suite: dict) -> list[str]:
+    md = [f"## Suite: {suite['name']}", "", *(f"- {fact}" for fact in suite_facts(suite)), ""]
+    for title, table in suite_tables(suite):
+        md += [f"### {title}", "", *md_table(table), ""]
+    example = (suite.get("formatting") or {}).get("example")
+    if example:
+        runs = [len(line.strip()) for line in example.split("\n") if set(line.strip()) == {"`"}]  # a fence inside
+        fence = "`" * max(3, 1 + max(runs, default=0))
+        md += ["A text as the model saw it:", "", f"{fence}text", example, fence, ""]
+    return md

@@ -1,0 +1,96 @@
+"""The suites rm knows, where their published data lives, how their items are loaded, and how their texts are
+formatted against how the leaderboard formats them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from transformers import PreTrainedTokenizerBase
+
+from rm.data.data_report import DataReport
+from rm.data.formats.chat import Renderer
+from rm.errors import ConfigError, DataError
+from rm.suites import rewardbench, rewardbench2, rm_bench
+from rm.suites.records import Parser, SuiteItem, parse_items, read_records
+from rm.tokens.tokenizer import special_prefix
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    hub: str
+    """The published dataset, read when no other source is given."""
+    split: str
+    """Its split that the leaderboard scores."""
+    parse: Parser
+    block: Callable[..., dict]
+    """(items, rewards) -> eval.json's `suite` numbers."""
+
+
+SUITES = {
+    "rewardbench": Suite("rewardbench", "allenai/reward-bench", "filtered", rewardbench.parse, rewardbench.suite_block),
+    "rewardbench2": Suite(
+        "rewardbench2", "allenai/reward-bench-2", "test", rewardbench2.parse, rewardbench2.suite_block
+    ),
+    "rm-bench": Suite("rm-bench", "THU-KEG/RM-Bench", "train", rm_bench.parse, rm_bench.suite_block),
+}
+PRIOR_SETS_HUB = "allenai/preference-test-sets"
+"""RewardBench's prior preference sets: one split per subset, each prompt a list of messages."""
+
+WITH_TEMPLATE = (
+    "RewardBench's sequence-classifier path (prepare_dialogue_from_tokenizer, RewardBenchPipeline): the text "
+    "tokenizer.apply_chat_template([user prompt, assistant response], tokenize=False), tokenized with the "
+    "tokenizer's special tokens and a doubled BOS removed. rm renders the same text (prompt + response) and puts "
+    "the tokenizer's BOS in front once"
+)
+WITHOUT_TEMPLATE = (
+    "For a tokenizer without a chat template RewardBench formats with the fastchat conversation template named "
+    "on its command line (e.g. tulu) and appends EOS; rm renders HH text (\\n\\nHuman: ...\\n\\nAssistant: ...), "
+    "as it trains, so these numbers are rm's formatting, not a leaderboard run's"
+)
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise ConfigError(f"unknown suite {name!r}: rm knows {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def load_items(
+    suite: Suite, source: str, split: str, renderer: Renderer, report: DataReport, subsets: list[str] | None = None
+) -> list[SuiteItem]:
+    """The suite's items from `source` (default: its Hub dataset) and `split` (default: the leaderboard's), those
+    of `subsets` only when given."""
+    source = source or suite.hub
+    items = parse_items(read_records(source, split or suite.split, report), suite.parse, renderer, report)
+    if subsets:
+        missing = sorted(set(subsets) - {i.subset for i in items})
+        if missing:
+            raise DataError(f"{source}: no records of subset(s) {', '.join(missing)}")
+        items = [i for i in items if i.subset in subsets]
+    if not items:
+        raise DataError(f"{source}: no {suite.name} records to score (skipped: {report.skipped_counts() or 'none'})")
+    return items
+
+
+def load_prior_sets(source: str, renderer: Renderer, report: DataReport) -> list[SuiteItem]:
+    """RewardBench's prior sets that make its "Prior Sets" figure, each split's records of that subset."""
+    items = []
+    for name in rewardbench.PRIOR_SETS:
+        found = parse_items(read_records(source or PRIOR_SETS_HUB, name, report), rewardbench.parse_prior, renderer,
+                            report)  # fmt: skip
+        items += [replace(i, subset=name) for i in found]
+    return items
+
+
+def formatting(renderer: Renderer, tokenizer: PreTrainedTokenizerBase, items: list[SuiteItem]) -> dict:
+    """eval.json's `suite.formatting`: which renderer made the texts, how the leaderboard makes them, an example."""
+    templated = renderer.tokenizer is not None
+    bos = tokenizer.decode(special_prefix(tokenizer))
+    return {
+        "renderer": renderer.name,
+        "leaderboard": WITH_TEMPLATE if templated else WITHOUT_TEMPLATE,
+        "same_as_leaderboard": templated,
+        "example": (bos + items[0].prompt + items[0].responses[0])[:2000] if items else "",
+    }
