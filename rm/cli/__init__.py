@@ -13,12 +13,12 @@ import argparse
 import os
 import sys
 
-from rm.cli import data, evaluate, export, redteam, score, sweep, train
+from rm.cli import data, evaluate, export, redteam, score, serve, sweep, train
 from rm.cli.examples import EXAMPLES, epilog
 from rm.data.hub_reach import fail_fast
 from rm.errors import RMError, TrainingError
 
-COMMANDS = (train, sweep, data, export, evaluate, score, redteam)
+COMMANDS = (train, sweep, data, export, evaluate, score, redteam, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rm", description=__doc__.splitlines()[0], epilog=epilog(""), formatter_class=raw
     )
     # The metavar lists the commands a person uses; the hidden `sweep-trial` (a sweep's child) stays out.
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,data,export,eval,score,redteam}")
+    commands = "{train,sweep,data,export,eval,score,redteam,serve}"
+    sub = parser.add_subparsers(dest="command", required=True, metavar=commands)
     for command in COMMANDS:
         command.add(sub)
     for name, p in sub.choices.items():

@@ -42,6 +42,11 @@ EXAMPLES: dict[str, list[str]] = {
         "python -m rm score --model runs/quickstart/export --input runs/quickstart/data/harmless/test.jsonl.gz",
         "python -m rm score --model runs/quickstart/export --input texts.csv --field text --on-bad-record skip",
     ],
+    "serve": [
+        "python -m rm serve runs/quickstart/export                    # http://127.0.0.1:8000, this machine only",
+        "RM_API_KEY=secret python -m rm serve runs/quickstart/export --host 0.0.0.0 --workers 2 --device cuda",
+        "python -m rm serve runs/quickstart/export --normalize --on-too-long error --max-wait-ms 10",
+    ],
     "redteam": [
         "python -m rm redteam --model runs/hh-harmless-tiny/export --input red_team_attempts.jsonl.gz",
         "python -m rm redteam --scores runs/redteam/scored.jsonl",

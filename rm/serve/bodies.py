@@ -1,0 +1,235 @@
+"""A request body, checked whole and tokenized, before it may join a batch: a bad request is refused here.
+
+Every text becomes a `ScoreText` the way `rm score` reads the same text from a file (rm/evaluation/record_texts.py),
+so the rewards are `rm score`'s:
+
+- `/score` `texts` and `/get_reward` `query`: each as a `{"text": ...}` record (split at its last "Assistant:" tag);
+- `/score` `messages`: each conversation as a `responses` record renders its prompt and one answer (the messages
+  up to the final run of assistant messages are the prompt; the model's chat template, else HH text);
+- `/score_groups`: a text prompt's responses as `prompt + response` sharing the prompt; a message-list prompt's
+  responses rendered as a `responses` record renders them. A group's texts are fitted into max_length together,
+  as `rm score` fits a K-response record, so its prompt is cut once and computed once.
+
+Errors: 400 for what is not the API's shape (malformed JSON, wrong types, unknown fields), 413 for too much
+(more than --max-texts), 422 for a well-formed text that cannot be scored (empty, over max_length with
+--on-too-long error, a chat template that fails on it). Each a one-line message naming the item.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rm.collate.scoring import ScoreSeq
+from rm.data.formats.chat import Message, messages_from
+from rm.data.formats.ranked import rendered
+from rm.errors import DataError, RecordError
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
+from rm.serve.scorer import Scorer
+
+SHAPE_REASONS = ("not_a_list", "not_an_object", "bad_message", "not_a_string", "missing_field")
+"""RecordError reasons that mean a body of the wrong shape (400); any other reason is a text that cannot be scored."""
+
+
+class RequestError(DataError):
+    """A request refused with an HTTP status and a one-line message."""
+
+    def __init__(self, status: int, message: str):
+        message = " ".join(message.split())  # one line, whatever a chat template's error text holds
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Prepared:
+    """A checked request: `items[i]` holds the sequences whose rewards answer item i (one text, or a group)."""
+
+    items: list[list[ScoreSeq]]
+    grouped: bool
+    """True: the answer is one list per item (/score_groups); False: one reward per item."""
+
+
+def decode(body: bytes) -> dict:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError(400, "the body is not UTF-8 text") from None
+    try:
+        payload = json.loads(text)
+    except ValueError as e:
+        raise RequestError(400, f"malformed JSON: {e}") from None
+    if not isinstance(payload, dict):
+        raise RequestError(400, f"the body must be a JSON object, got a JSON {kind(payload)}")
+    return payload
+
+
+def kind(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def prepare(route: str, body: bytes, scorer: Scorer, max_texts: int, on_too_long: str) -> Prepared:
+    """The body of a POST to `route` ("score", "score_groups" or "get_reward") as sequences to score, or the
+    RequestError that refuses it. Runs off the event loop (JSON, chat templates and tokenizing take time)."""
+    payload = decode(body)
+    if route == "score_groups":
+        texts, names = group_texts(payload, scorer, max_texts)
+    elif route == "get_reward":
+        texts, names = query_texts(payload, scorer, max_texts)
+    else:
+        texts, names = score_texts(payload, scorer, max_texts)
+    items = []
+    for item, name in zip(texts, names, strict=True):
+        seqs = guarded(lambda item=item: scorer.encode(item), name) if item else []
+        if on_too_long == "error" and any(s.truncated for s in seqs):
+            raise RequestError(
+                422,
+                f"{name} does not fit max_length={scorer.max_length} tokens (this server refuses texts over "
+                "max_length: --on-too-long error)",
+            )
+        items.append(seqs)
+    return Prepared(items, route == "score_groups")
+
+
+def guarded(make: Callable[[], Any], where: str) -> Any:
+    """`make()`, with rm's record errors turned into the request's: 400 for a wrong shape, 422 otherwise."""
+    try:
+        return make()
+    except RecordError as e:
+        raise RequestError(400 if e.reason in SHAPE_REASONS else 422, f"{where}: {e.message}") from None
+
+
+def fields(payload: dict, allowed: tuple[str, ...], where: str = "the body") -> None:
+    unknown = sorted(set(payload) - set(allowed))
+    if unknown:
+        raise RequestError(400, f"{where} has unknown field(s) {unknown}; expected {list(allowed)}")
+
+
+def listed(value: Any, name: str, item: type | None = None, what: str = "") -> list:
+    if not isinstance(value, list):
+        raise RequestError(400, f"{name!r} must be an array{what}, got a JSON {kind(value)}")
+    for i, v in enumerate(value):
+        if item is not None and not isinstance(v, item):
+            raise RequestError(400, f"{name}[{i}] must be a {kind(item())}, got a JSON {kind(v)}")
+    return value
+
+
+def counted(n: int, max_texts: int, what: str) -> None:
+    if n > max_texts:
+        raise RequestError(413, f"{n} {what} in one request, over this server's --max-texts {max_texts}")
+
+
+def text_item(text: str, where: str) -> list[ScoreText]:
+    """A whole text as `rm score` reads a `text` record; an empty one is refused, as there is nothing to read."""
+    if not text.strip():
+        raise RequestError(422, f"{where} is empty")
+    return guarded(lambda: texts_of({"text": text}, where), where)
+
+
+def score_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+    fields(payload, ("texts", "messages"))
+    if ("texts" in payload) == ("messages" in payload):
+        raise RequestError(400, "give either 'texts' (strings) or 'messages' (conversations), not both or neither")
+    if "texts" in payload:
+        texts = listed(payload["texts"], "texts", str, " of strings")
+        counted(len(texts), max_texts, "texts")
+        names = [f"texts[{i}]" for i in range(len(texts))]
+        return [text_item(t, n) for t, n in zip(texts, names, strict=True)], names
+    conversations = listed(payload["messages"], "messages", list, " of conversations")
+    counted(len(conversations), max_texts, "conversations")
+    names = [f"messages[{i}]" for i in range(len(conversations))]
+    return [conversation(c, n, scorer) for c, n in zip(conversations, names, strict=True)], names
+
+
+def conversation(value: list, where: str, scorer: Scorer) -> list[ScoreText]:
+    """A conversation ending in the assistant's answer: the answer (the final run of assistant messages) scored
+    after the rest, as a `responses` record with that prompt and one response renders it."""
+    messages: list[Message] = guarded(lambda: messages_from(value, where), where)
+    if messages[-1].role != "assistant":
+        raise RequestError(422, f"{where} must end with an assistant message (the answer to score)")
+    k = len(messages)
+    while k and messages[k - 1].role == "assistant":
+        k -= 1
+    if k == 0:
+        raise RequestError(422, f"{where} has no user or system message before the assistant's answer")
+    if not any(m.content.strip() for m in messages[k:]):
+        raise RequestError(422, f"{where}: the assistant's answer is empty")
+    text = guarded(lambda: rendered(messages[:k], [messages[k:]], [where], scorer.renderer), where)
+    return [ScoreText("reward", text.prompt, text.responses[0], text.turn_starts)]
+
+
+def group_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+    fields(payload, ("groups",))
+    groups = listed(payload.get("groups"), "groups", dict, " of {prompt, responses} objects")
+    for g, group in enumerate(groups):
+        fields(group, ("prompt", "responses"), f"groups[{g}]")
+        if not isinstance(group.get("prompt"), (str, list)):
+            got = "missing" if "prompt" not in group else f"a JSON {kind(group['prompt'])}"
+            raise RequestError(400, f"groups[{g}].prompt must be a string or an array of messages, got {got}")
+        listed(group.get("responses"), f"groups[{g}].responses")
+    counted(sum(len(group["responses"]) for group in groups), max_texts, "responses")
+    names = [f"groups[{g}]" for g in range(len(groups))]
+    return [one_group(group, n, scorer) for group, n in zip(groups, names, strict=True)], names
+
+
+def one_group(group: dict, where: str, scorer: Scorer) -> list[ScoreText]:
+    prompt, responses = group["prompt"], group["responses"]
+    names = [f"{where}.responses[{k}]" for k in range(len(responses))]
+    if isinstance(prompt, str):
+        for name, r in zip(names, responses, strict=True):
+            if not isinstance(r, str):
+                raise RequestError(400, f"{name} must be a string (the prompt is text), got a JSON {kind(r)}")
+            if not r.strip():
+                raise RequestError(422, f"{name} is empty")
+        return [ScoreText(GROUP_KEY, prompt, r) for r in responses]
+    head = guarded(lambda: messages_from(prompt, f"{where}.prompt"), f"{where}.prompt")
+    rests = [answer(r, name) for r, name in zip(responses, names, strict=True)]
+    if not rests:
+        return []
+    text = guarded(lambda: rendered(head, rests, names, scorer.renderer), where)
+    return [ScoreText(GROUP_KEY, text.prompt, r, text.turn_starts) for r in text.responses]
+
+
+def answer(value: Any, where: str) -> list[Message]:
+    """A response to a message-list prompt: a string, one {"role": "assistant", "content"} message, or a list."""
+    if isinstance(value, str):
+        messages = [Message("assistant", value)]
+    else:
+        messages = guarded(lambda: messages_from([value] if isinstance(value, dict) else value, where), where)
+    if messages[0].role != "assistant":
+        raise RequestError(400, f"{where} must start with an assistant message, got role {messages[0].role!r}")
+    if not any(m.content.strip() for m in messages):
+        raise RequestError(422, f"{where} is empty")
+    return messages
+
+
+def query_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+    """OpenRLHF's remote reward request: `query` (prompt and response as one decoded text) is scored; `prompts`
+    and `labels` (which it sends too) are not needed for a reward model and are ignored."""
+    queries = listed(payload.get("query"), "query", str, " of strings")
+    counted(len(queries), max_texts, "queries")
+    names = [f"query[{i}]" for i in range(len(queries))]
+    clean = [without_special_text(q, scorer) for q in queries]
+    return [text_item(q, n) for q, n in zip(clean, names, strict=True)], names
+
+
+def without_special_text(text: str, scorer: Scorer) -> str:
+    """A decoded rollout without the special-token text the policy's decode left around it: padding and EOS at
+    the end (and padding at the start), as OpenRLHF's own reward server removed them, and a BOS at the start
+    where the tokenizer puts one in front itself (rm adds it, as for every text, so it is not counted twice)."""
+    tok = scorer.tokenizer
+    heads = [t for t in (tok.pad_token, tok.bos_token if scorer.prefix else None) if t]
+    tails = [t for t in (tok.pad_token, tok.eos_token) if t]
+    changed = True
+    while changed:
+        changed = False
+        for t in heads:
+            if text.startswith(t):
+                text, changed = text[len(t) :], True
+        for t in tails:
+            if text.endswith(t):
+                text, changed = text[: -len(t)], True
+    return text

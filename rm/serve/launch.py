@@ -1,0 +1,201 @@
+"""Running the server: one process, or `--workers N` processes on one port, each holding the model.
+
+One worker serves in this process (uvicorn's Server on a socket bound here, so a port in use is one `error:`
+line and `--port 0` prints the port it got). N workers are spawned processes, each loading the model on its
+device (with `--device cuda`, worker i takes GPU i; threads: the usable cores shared among them) and listening on
+the same port with SO_REUSEPORT, so the kernel spreads connections over them. Each child gets the settings as
+JSON in its arguments and the API key in its environment (RM_API_KEY), never on a command line.
+
+SIGTERM (or Ctrl-C) stops accepting, lets every request in flight finish (uvicorn's graceful shutdown, then the
+model thread scores what is queued), and exits 0: a drained server stopped cleanly. The supervisor passes the
+signal on to its workers and exits 0 once all of them have.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+from multiprocessing.connection import wait
+from typing import Any
+
+from rm.errors import ConfigError, RMError
+from rm.serve.serve_config import KEY_ENV, ServeConfig
+
+log = logging.getLogger("rm.serve")
+DRAIN_SECONDS = 120
+"""How long a stopping server waits for requests in flight (a slow client cannot hold it forever)."""
+
+
+def serve(cfg: ServeConfig, key: str | None, announce: Any = print) -> int:
+    """Serve until SIGTERM or Ctrl-C; 0 after a clean drain. Loading errors raise (one `error:` line)."""
+    setup_logging()
+    if cfg.workers == 1:
+        port = free_port(cfg)  # a busy port is refused before minutes of loading
+        scorer = load(cfg, 0)
+        sock = bind(cfg.host, port, reuse_port=False)
+        announce(started(cfg, sock.getsockname()[1], scorer))
+        run(cfg, scorer, key, 0, sock)
+        return 0
+    return supervise(cfg, key, announce)
+
+
+def setup_logging() -> None:
+    """The server's own lines on stderr, formatted as uvicorn's, unless the program (a test) has its handlers."""
+    logger = logging.getLogger("rm.serve")
+    logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+
+
+def started(cfg: ServeConfig, port: int, scorer: Any = None) -> str:
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    line = f"rm serve: {cfg.model} on http://{host}:{port}"
+    if scorer is not None:
+        line += f" (layout {scorer.layout_name}, max_length {scorer.max_length}, device {scorer.device})"
+    return line + (f", {cfg.workers} workers" if cfg.workers > 1 else "") + "; SIGTERM or Ctrl-C stops it"
+
+
+def worker_device(device: str, index: int) -> str:
+    """The device of worker `index`: with cuda (or auto on a GPU machine) worker i takes GPU i (modulo GPUs)."""
+    if device not in ("cuda", "auto"):
+        return device
+    import torch
+
+    if not torch.cuda.is_available():
+        if device == "cuda":
+            raise ConfigError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+        return "cpu"
+    return f"cuda:{index % torch.cuda.device_count()}"
+
+
+def load(cfg: ServeConfig, index: int):
+    """The model of worker `index`, on its device, with its share of the CPU threads."""
+    from rm.model.threads import usable_cores
+    from rm.serve.scorer import load_scorer
+
+    threads = cfg.num_threads or max(1, usable_cores() // cfg.workers)
+    return load_scorer(
+        cfg.model,
+        device=worker_device(cfg.device, index),
+        dtype=cfg.dtype,
+        trust_remote_code=cfg.trust_remote_code,
+        max_length=cfg.max_length,
+        normalize=cfg.normalize,
+        num_threads=threads,
+    )
+
+
+def bind(host: str, port: int, reuse_port: bool) -> socket.socket:
+    """A listening TCP socket on (host, port); an address in use or not ours is one line naming it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def free_port(cfg: ServeConfig) -> int:
+    """--port, checked free by binding it once (--port 0: the free port the system picks)."""
+    probe = bind(cfg.host, cfg.port, reuse_port=False)
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def run(cfg: ServeConfig, scorer: Any, key: str | None, index: int, sock: socket.socket) -> None:
+    """Serve the app on `sock` until a signal, then drain. uvicorn restores the signal handlers it found and raises
+    the signal again after its shutdown: handlers that do nothing are left for it, so a drained stop returns."""
+    import uvicorn
+
+    from rm.serve.app import build_app
+
+    app = build_app(scorer, cfg, key if cfg.auth else None, index)
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        access_log=cfg.access_log,
+        server_header=False,
+        timeout_graceful_shutdown=DRAIN_SECONDS,
+        log_level="info",
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def worker_main(settings: str, index: int, port: int, conn: Any) -> None:
+    """A spawned worker: load, bind the shared port, tell the supervisor, serve."""
+    setup_logging()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor passes a Ctrl-C on as SIGTERM, once
+    cfg = ServeConfig.from_json(settings)
+    try:
+        scorer = load(cfg, index)
+        sock = bind(cfg.host, port, reuse_port=True)
+    except RMError as e:
+        conn.send(("error", str(e)))
+        sys.exit(2)
+    conn.send(("ready", str(scorer.device)))
+    run(cfg, scorer, os.environ.get(KEY_ENV), index, sock)
+
+
+def supervise(cfg: ServeConfig, key: str | None, announce: Any) -> int:
+    """Start the workers, wait until each has loaded the model (or one could not), then until they stop."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise ConfigError("--workers above 1 needs SO_REUSEPORT (Linux, BSD, macOS); run one worker per port")
+    port = free_port(cfg)
+    if key is not None and cfg.auth:
+        os.environ[KEY_ENV] = key  # the children's environment: never their command lines
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter each: no forked torch or CUDA state
+    workers = []
+    for i in range(cfg.workers):
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=worker_main, args=(cfg.to_json(), i, port, send), name=f"rm-serve-{i}")
+        proc.start()
+        workers.append((proc, receive))
+    stopping: list[int] = []
+
+    def stop(sig: int, _frame: Any) -> None:
+        stopping.append(sig)
+        for proc, _ in workers:
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for i, (proc, receive) in enumerate(workers):
+        while not receive.poll(0.2) and proc.is_alive() and not stopping:
+            pass
+        if stopping:  # a signal before every worker served: nothing in flight to drain
+            break
+        message = receive.recv() if receive.poll() else ("error", f"worker {i} ended while loading the model")
+        if message[0] == "error":
+            stop(signal.SIGTERM, None)
+            for p, _ in workers:
+                p.join()
+            raise RMError(message[1])
+    serving = not stopping
+    if serving:
+        announce(started(cfg, port))
+    alive = {proc.sentinel: proc for proc, _ in workers}
+    while alive:
+        for sentinel in wait(list(alive)):
+            proc = alive.pop(sentinel)
+            proc.join()
+            if proc.exitcode != 0 and not stopping:
+                log.error("worker %s ended with exit code %s; stopping the others", proc.name, proc.exitcode)
+                stop(signal.SIGTERM, None)
+    return 0 if not serving or all(p.exitcode == 0 for p, _ in workers) else 1

@@ -1,0 +1,152 @@
+"""The model a server process holds, and the two things it does: texts to `ScoreSeq`s, `ScoreSeq`s to rewards.
+
+Both go through `rm score`'s own functions (rm/evaluation/score_file.py: `encode_texts` for tokenization and
+max_length fitting, `default_layout` for the batch layout), so a reward from the server is the reward `rm score`
+gives the same text; only the batching differs, and no reward depends on its batch neighbours.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+
+from rm.collate.scoring import Layout, PackedScoring, ScoreSeq
+from rm.config.rundir import WEIGHTS, RunDir
+from rm.data.formats.chat import Renderer
+from rm.errors import ConfigError
+from rm.evaluation.record_texts import ScoreText
+from rm.evaluation.score_file import default_layout, encode_texts
+from rm.model.build import DTYPES, check_positions
+from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model
+from rm.model.reward import RewardModel, score_head
+from rm.model.threads import set_threads
+from rm.tokens.tokenizer import special_prefix
+
+log = logging.getLogger("rm.serve")
+
+
+@dataclass
+class Scorer:
+    """One loaded reward model with everything scoring needs beside it."""
+
+    name: str
+    model: nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    max_length: int
+    layout: Layout
+    device: torch.device
+    norm: dict[str, float] | None
+    """{"mean", "std"} applied to every reward (--normalize), or None for raw rewards."""
+
+    def __post_init__(self) -> None:
+        self.prefix = special_prefix(self.tokenizer)
+        self.renderer = Renderer(self.tokenizer)  # message lists: the model's chat template, as `rm score`
+
+    @property
+    def layout_name(self) -> str:
+        return "shared" if isinstance(self.layout, PackedScoring) else "padded"
+
+    def encode(self, texts: list[ScoreText]) -> list[ScoreSeq]:
+        """One request item's texts (one text, or a group's responses, fitted together as `rm score` fits a
+        record's): the caller keeps items apart, since texts encoded together share one fitting."""
+        return encode_texts(self.tokenizer, texts, self.max_length, self.prefix)
+
+    @torch.inference_mode()
+    def forward(self, seqs: list[ScoreSeq]) -> list[float]:
+        """Raw rewards of one batch, in the order given (a shared prompt is computed once where seqs that share
+        it sit side by side)."""
+        batch = {k: v.to(self.device) for k, v in self.layout.collate(seqs).items()}
+        return self.layout.rewards(self.model, batch).tolist()
+
+    def reward(self, raw: float) -> float | None:
+        """What a client gets: normalised when asked; None (JSON null) where the model overflowed, as `rm score`
+        writes a non-finite reward."""
+        value = raw if self.norm is None else (raw - self.norm["mean"]) / self.norm["std"]
+        return value if math.isfinite(value) else None
+
+
+def load_scorer(
+    name: str, *, device: str, dtype: str, trust_remote_code: bool, max_length: int, normalize: bool, num_threads: int
+) -> Scorer:
+    """Load `name` as `rm score` does (an export or any sequence-classification model), or a run directory:
+    its export when it has one, else its newest checkpoint rebuilt as `rm export` rebuilds it."""
+    set_threads(num_threads)
+    run = run_to_restore(name)
+    if run is None:
+        path = exported(name)
+        model, tokenizer = load_reward_model(path, dtype, trust_remote_code, device=device, num_threads=num_threads)
+        max_length = max_length or default_max_length(path, model)
+    else:
+        model, tokenizer, run_length = restored(run, dtype, device)
+        max_length = max_length or run_length
+    check_positions(max_length, model.hf.config, "--max-length", name)
+    norm = normalization(model.hf.config, name) if normalize else None
+    layout = default_layout(model, tokenizer.pad_token_id)
+    dev = next(model.parameters()).device
+    return Scorer(name, model, tokenizer, max_length, layout, dev, norm)
+
+
+def exported(name: str) -> str:
+    """A run directory's export folder in place of the run directory; anything else as given."""
+    path = Path(name).expanduser()
+    run = RunDir(path)
+    if path.is_dir() and not (path / "config.json").is_file() and (run.export / "config.json").is_file():
+        return str(run.export)
+    return name
+
+
+def run_to_restore(name: str) -> Path | None:
+    """A run directory without an export (or one of its checkpoints): rebuilt from weights, not loaded as a
+    transformers folder."""
+    path = Path(name).expanduser()
+    if not path.is_dir() or (path / "config.json").is_file():
+        return None
+    run = RunDir(path)
+    if (run.export / "config.json").is_file():
+        return None
+    return path if run.config.is_file() or (path / WEIGHTS).is_file() else None
+
+
+def restored(path: Path, dtype: str, device: str) -> tuple[nn.Module, PreTrainedTokenizerBase, int]:
+    """(model, tokenizer, the run's collator.max_length) from a run's newest checkpoint (or the one named)."""
+    from rm.export.folder import merged
+    from rm.export.restore import load_model, resolve_source, run_tokenizer
+
+    source = resolve_source(path)
+    tokenizer = run_tokenizer(source.cfg, source.run_dir)
+    hf, _ = merged(load_model(source, tokenizer))
+    hf = hf.to(DTYPES[dtype])
+    try:
+        score_head(hf)
+        model: nn.Module = RewardModel(hf)
+    except TypeError:
+        model = PooledLogits(hf)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    log.info("serving %s from its weights %s (no export/ there)", path, source.weights)
+    return model.eval().to(device), tokenizer, source.cfg.collator.max_length
+
+
+def normalization(config, name: str) -> dict[str, float]:
+    """The mean and std an export recorded (`rm export --normalize`: `reward_normalization`, and the `mean`/`std`
+    keys OpenRLHF reads, which other exports may carry alone)."""
+    recorded = getattr(config, "reward_normalization", None)
+    pair = (recorded.get("mean"), recorded.get("std")) if isinstance(recorded, dict) else (None, None)
+    if pair[0] is None:
+        pair = (getattr(config, "mean", None), getattr(config, "std", None))
+    try:
+        mean, std = float(pair[0]), float(pair[1])
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"--normalize: {name} records no reward mean and std in its config.json (export the run with "
+            "`python -m rm export RUN --out DIR --normalize`), or serve raw rewards without --normalize"
+        ) from None
+    if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+        raise ConfigError(f"--normalize: {name} records mean={mean}, std={std}; std must be a positive number")
+    return {"mean": mean, "std": std}

@@ -1,0 +1,124 @@
+"""What `python -m rm serve` was asked for, in one picklable record that every worker process gets.
+
+Kept free of torch and of the model: the command line checks it (a non-loopback bind without a key is refused
+before minutes of model loading), and the supervisor of `--workers N` builds it without importing torch. The API
+key is never a field here: it travels in the environment (`RM_API_KEY`), never on a child's command line and never
+in anything this record prints.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from dataclasses import asdict, dataclass
+
+from rm.errors import ConfigError
+
+KEY_ENV = "RM_API_KEY"
+"""The environment variable that holds the API key (also how `--workers` children receive it)."""
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The server's settings: the CLI flags, minus the API key."""
+
+    model: str
+    """An rm export, a run directory, or any sequence-classification folder or Hub name with one output."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_batch_tokens: int = 16384
+    """Token slots (rows x width) of one forward: the model thread fills batches up to this, longest first."""
+    max_wait_ms: float = 5.0
+    """How long the model thread waits after the first queued request for others to join its batches."""
+    max_texts: int = 1024
+    """Texts (responses, queries) in one request; more is refused with 413."""
+    max_body_bytes: int = 8 * 1024 * 1024
+    """Bytes of one request body; more is refused with 413 before it is read."""
+    on_too_long: str = "truncate"
+    """truncate: a text over max_length loses its oldest tokens (rm's one rule) and is flagged; error: 422."""
+    workers: int = 1
+    device: str = "auto"
+    """cpu, cuda, cuda:N, or auto (the GPU when there is one). With cuda and N workers, worker i takes GPU i."""
+    trust_remote_code: bool = False
+    normalize: bool = False
+    """Report (r - mean) / std with the export's recorded statistics."""
+    max_length: int = 0
+    """Tokens per scored text; 0: the run's collator.max_length, else the model's limit (as `rm score`)."""
+    dtype: str = "float32"
+    num_threads: int = 0
+    """torch CPU threads per worker; 0: the usable cores divided among the workers."""
+    auth: bool = True
+    """False only with an explicit --no-auth."""
+    access_log: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeConfig:
+        return cls(**json.loads(text))
+
+    def check(self) -> None:
+        """Every limit a positive number, one of the known choices: one line naming the flag, before any loading."""
+        for flag, value in (
+            ("--max-batch-tokens", self.max_batch_tokens),
+            ("--max-texts", self.max_texts),
+            ("--max-body-bytes", self.max_body_bytes),
+            ("--workers", self.workers),
+        ):
+            if value < 1:
+                raise ConfigError(f"{flag} must be at least 1, got {value}")
+        if self.max_wait_ms < 0 or self.max_length < 0 or self.num_threads < 0:
+            raise ConfigError("--max-wait-ms, --max-length and --num-threads cannot be negative")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be 0-65535, got {self.port}")
+        if self.on_too_long not in ("truncate", "error"):
+            raise ConfigError(f"--on-too-long must be truncate or error, got {self.on_too_long!r}")
+        device_ok = self.device in ("auto", "cpu", "cuda") or (
+            self.device.startswith("cuda:") and self.device[5:].isdigit()
+        )
+        if not device_ok:
+            raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def api_key(flag_value: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """The key from --api-key, else RM_API_KEY; None when neither is set (an empty value is refused)."""
+    environ = os.environ if environ is None else environ
+    key = flag_value if flag_value is not None else environ.get(KEY_ENV)
+    if key is not None and not key.strip():
+        raise ConfigError(f"the API key (--api-key or {KEY_ENV}) is empty")
+    return key
+
+
+def auth_warning(cfg: ServeConfig, key: str | None) -> str:
+    """Refuse an open server on a non-loopback address; return the warning an explicit --no-auth earns there.
+
+    A reward server on 0.0.0.0 without a key lets anyone on the network spend its GPU (and read what it
+    scores). Loopback binds need no key: a client on another machine reaches them through an SSH tunnel, which
+    is also the way for a client that cannot send headers (OpenRLHF's remote reward client).
+    """
+    if is_loopback(cfg.host):
+        return ""
+    if not cfg.auth:
+        return (
+            f"warning: serving on {cfg.host} without an API key (--no-auth): anyone who can reach this port can "
+            "use the model"
+        )
+    if key is None:
+        raise ConfigError(
+            f"--host {cfg.host} is reachable from other machines: give an API key (set {KEY_ENV}, or --api-key), "
+            "bind 127.0.0.1 and reach it through an SSH tunnel, or pass --no-auth to serve it open"
+        )
+    return ""

@@ -1,0 +1,110 @@
+"""However concurrent requests are coalesced and cut into batches, each reward is the one `rm score`'s functions
+give its text alone (1e-5); batches keep to the token budget, longest first, a group's responses together."""
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from serving import client, padded, reference, scorer_for, text_reference
+
+from rm.collate.scoring import ScoreSeq
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText
+from rm.serve.batcher import Job, Part, plan
+
+WORDS = "the a sky is blue two plus four makes six answer question why because water wet cold".split()
+
+
+def sentence(rng: random.Random, lo: int, hi: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def turn(rng: random.Random, question: int, answer: int) -> str:
+    return f"\n\nHuman: {sentence(rng, 1, question)}\n\nAssistant: {sentence(rng, 1, answer)}"
+
+
+def random_request(rng: random.Random) -> tuple[str, dict, list]:
+    """(path, body, what each item's reference is): flat texts, text groups, message groups, OpenRLHF queries."""
+    kind = rng.choice(["score", "groups", "messages", "get_reward"])
+    if kind == "score":
+        texts = [turn(rng, 30, 20) for _ in range(rng.randint(1, 4))]
+        return "/score", {"texts": texts}, [("text", t) for t in texts]
+    if kind == "get_reward":
+        queries = [turn(rng, 10, 10) for _ in range(2)]
+        body = {"query": queries, "prompts": queries, "labels": [None, None]}
+        return "/get_reward", body, [("text", q) for q in queries]
+    groups, refs = [], []
+    for _ in range(rng.randint(1, 3)):
+        if kind == "groups":
+            prompt = f"\n\nHuman: {sentence(rng, 1, 40)}\n\nAssistant:"
+            responses = [" " + sentence(rng, 1, 15) for _ in range(rng.randint(1, 6))]
+            refs.append(("group", [ScoreText(GROUP_KEY, prompt, r) for r in responses]))
+        else:
+            prompt = [{"role": "user", "content": sentence(rng, 1, 25)}]
+            responses = [sentence(rng, 1, 12) for _ in range(rng.randint(1, 5))]
+            head = f"\n\nHuman: {prompt[0]['content']}\n\nAssistant:"  # HH text: the tiny tokenizer has no template
+            refs.append(("group", [ScoreText(GROUP_KEY, head, " " + r) for r in responses]))
+        groups.append({"prompt": prompt, "responses": responses})
+    return "/score_groups", {"groups": groups}, refs
+
+
+@pytest.mark.parametrize("layout", ["shared", "padded"])
+def test_a_random_concurrent_mix_gets_rm_scores_rewards_whatever_the_batching(exported_tiny, layout):
+    """60 random requests from 12 threads, a budget small enough that groups are cut into parts and batches mix
+    requests, max_length 40 so that some texts are cut: every reward and flag equals the text's alone."""
+    base = scorer_for(str(exported_tiny), max_length=40)
+    scorer = base if layout == "shared" else padded(base)
+    rng = random.Random(27 if layout == "shared" else 28)
+    requests = [random_request(rng) for _ in range(60)]
+    with client(scorer, max_batch_tokens=160, max_wait_ms=30) as c, ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda r: c.post(r[0], json=r[1]), requests))
+        rounds = list(c.app.state.batcher.rounds)
+    assert max(rounds) > 1  # requests were coalesced
+    truncated = 0
+    for (path, _, refs), got in zip(requests, answers, strict=True):
+        assert got.status_code == 200, got.text
+        body = got.json()
+        for k, (kind, ref) in enumerate(refs):
+            if kind == "text":
+                expected = [text_reference(scorer, ref)]
+                rewards, flags = [body["rewards"][k]], [body["truncated"][k]]
+            else:
+                expected = reference(scorer, ref)
+                rewards, flags = body["rewards"][k], body["truncated"][k]
+            assert rewards == pytest.approx([r for r, _ in expected], abs=1e-5), path
+            assert flags == [t for _, t in expected]
+            truncated += sum(flags)
+    assert truncated > 0  # the cut texts were checked too
+
+
+def seq(prompt: int, response: int, tag: int = 0) -> ScoreSeq:
+    return ScoreSeq([tag] * prompt, [tag + 1] * response)
+
+
+def test_plan_keeps_to_the_budget_longest_first_and_groups_whole():
+    """Shared layout: a group's part is its prompt once plus its responses; parts are packed first-fit into rows
+    as wide as the batch's first (longest) part; a group too large for the budget is cut into parts."""
+    done = lambda rewards: None  # noqa: E731
+    small = Job("a", [[seq(5, 3)], [seq(2, 2)]], done)
+    group = Job("b", [[seq(10, 4, 7), seq(10, 6, 7), seq(10, 2, 7)]], done)  # segment 10 + 12 = 22
+    huge = Job("c", [[seq(30, 10, 9) for _ in range(4)]], done)  # 30 + 40 = 70 > the budget of 64
+    batches = plan([small, group, huge], budget=64, shared=True, max_row=1000)
+    widths = [[p.width for p in batch] for batch in batches]
+    flat = [w for batch in widths for w in batch]
+    assert flat == sorted(flat, reverse=True)  # longest first
+    for batch in batches:  # rows of the first part's width, packed first-fit: within the budget
+        assert batch_slots(batch) <= 64 or len(batch) == 1
+    parts_c = [p for batch in batches for p in batch if p.job is huge]
+    assert [len(p.seqs) for p in parts_c] == [3, 1]  # 30 + 30 = 60 fits, the fourth response makes a part of its own
+    parts_b = [p for batch in batches for p in batch if p.job is group]
+    assert len(parts_b) == 1 and len(parts_b[0].seqs) == 3  # kept whole: its prompt computed once
+    padded_batches = plan([small, group], budget=40, shared=False, max_row=1000)
+    for batch in padded_batches:  # one row per sequence, as wide as the longest
+        seqs = [s for p in batch for s in p.seqs]
+        assert len(seqs) * max(len(s) for s in seqs) <= 40 or len(batch) == 1
+
+
+def batch_slots(batch: list[Part]) -> int:
+    from rm.collate.pack import plan_rows
+
+    lengths = [p.width for p in batch]
+    return len(plan_rows(lengths, max(lengths))) * max(lengths)

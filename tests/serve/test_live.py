@@ -1,0 +1,107 @@
+"""Real server processes (`python -m rm serve` on a free localhost port, bounded in requests and time, killed at
+the end if still running): a key on a non-loopback bind, SIGTERM draining requests in flight to exit 0, and two
+CPU workers on one port answering alike."""
+
+import json
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from serving import scorer_for, start_server, text_reference
+
+pytestmark = pytest.mark.slow
+KEY = "live-key-never-in-any-log"
+TEXTS = [f"\n\nHuman: What is {i} plus {i}?\n\nAssistant: It is {2 * i}." for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def scorer(exported_tiny):
+    return scorer_for(str(exported_tiny))
+
+
+@pytest.fixture(scope="module")
+def servers(exported_tiny, tmp_path_factory):
+    """Both servers of this module, started together so that they load their models at once (each test waits for
+    its own); killed at the end if a test left one running."""
+    tmp = tmp_path_factory.mktemp("live")
+    keyed = ["--host", "0.0.0.0", "--max-wait-ms", "1000", "--access-log", "--device", "cpu", "--num-threads", "1"]
+    started = {
+        "keyed": start_server(exported_tiny, tmp, *keyed, env={"RM_API_KEY": KEY}),
+        "workers": start_server(exported_tiny, tmp, "--workers", "2", "--device", "cpu"),
+    }
+    yield started
+    for server in started.values():
+        server.kill()
+
+
+def send_raw(url: str, path: str, body: dict, key: str) -> socket.socket:
+    """A POST written whole to the server before returning (so it is in flight, not about to be sent)."""
+    parts = urlsplit(url)
+    data = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    )
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=60)
+    sock.sendall(head.encode() + data)
+    return sock
+
+
+def read_raw(sock: socket.socket) -> tuple[int, dict]:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    sock.close()
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_a_keyed_server_on_all_interfaces_drains_in_flight_requests_on_sigterm(servers, scorer):
+    """Bound to 0.0.0.0 with RM_API_KEY: 401 without the key, /health open. Eight requests written whole into a
+    one-second batching window, then SIGTERM: every one is answered with its reward, the process exits 0, and the
+    key appears in none of its output (access log on)."""
+    server = servers["keyed"].wait()
+    assert "0.0.0.0" in server.output()  # it did bind all interfaces
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    assert httpx.post(f"{server.url}/score", json={"texts": ["hi"]}).status_code == 401
+    sockets = [send_raw(server.url, "/score", {"texts": [t]}, KEY) for t in TEXTS]
+    with ThreadPoolExecutor(len(sockets)) as pool:
+        answers = pool.map(read_raw, sockets)
+        wait_a_little()
+        server.proc.send_signal(signal.SIGTERM)
+        answers = list(answers)
+    assert server.proc.wait(timeout=60) == 0
+    output = server.output()
+    assert [status for status, _ in answers] == [200] * len(TEXTS)
+    expected = [text_reference(scorer, t)[0] for t in TEXTS]
+    assert [body["rewards"][0] for _, body in answers] == pytest.approx(expected, abs=1e-5)
+    assert "Shutting down" in output and "POST /score" in output  # the access log ran, and the key is in no line
+    assert KEY not in output
+
+
+def wait_a_little() -> None:
+    """Long enough for the server's event loop to accept the connections already written (it is idle)."""
+    import time
+
+    time.sleep(0.4)
+
+
+def test_two_cpu_workers_on_one_port_both_answer_with_the_same_rewards(servers, scorer):
+    """Fresh connections spread over the workers (SO_REUSEPORT); each answer names its worker. SIGTERM to the
+    supervisor stops both, exit 0."""
+    server = servers["workers"].wait()
+    seen: dict[str, list[tuple[int, float]]] = {}
+    for i in range(24):  # a new connection each: the kernel picks a worker per connection
+        got = httpx.post(f"{server.url}/score", json={"texts": [TEXTS[i % 2]]}, timeout=60)
+        assert got.status_code == 200, got.text
+        seen.setdefault(got.headers["x-rm-worker"], []).append((i % 2, got.json()["rewards"][0]))
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=60) == 0
+    assert sorted(seen) == ["0", "1"]
+    expected = [text_reference(scorer, t)[0] for t in TEXTS[:2]]
+    for answers in seen.values():
+        for k, reward in answers:
+            assert reward == pytest.approx(expected[k], abs=1e-5)
