@@ -1,14 +1,19 @@
-"""Golden values of the pairwise path, bit for bit: rewards, loss, gradients and eval numbers of a fixed tiny model
-on fixed pairs, in every layout, as recorded when the group became the encoded unit (issue 24).
+"""Golden values of the pairwise path: rewards, loss, gradients and eval numbers of a fixed tiny model on fixed
+pairs, in every layout, as recorded when the group became the encoded unit (issue 24).
 
-K responses per prompt (the next issue) changes the losses and metrics around pairs; a group of two must still
-give exactly these numbers. Floats are compared as their hex spelling, so "close" is not enough. One thread,
-so a matmul's blocking cannot change a sum's order. To record them again (only where a change is meant to
-alter pairwise numbers, saying why in the commit): RM_RECORD_GOLDEN=1 pytest tests/model/test_golden_pairwise.py
+K responses per prompt (issue 25) changes the losses and metrics around pairs; a group of two must still give
+these numbers. They were first compared bit for bit, which held on the machine that recorded them and broke on
+the next one: another CPU's kernels move the last bits (measured: rewards and eval numbers within 1.1e-5
+relative, every gradient's bytes different, every case alike). So floats are compared to `REL` relative, ten
+times that drift and far below what a changed rule moves (a margin left out, a mean for a sum: 1e-2 and more),
+and gradients by each parameter's gradient norm, not their bytes. Within one run the loop's objective must
+still equal the plain Bradley-Terry loss to the last bit (`measure`). One thread. To record them again (only
+where a change is meant to alter pairwise numbers, saying why in the commit):
+RM_RECORD_GOLDEN=1 pytest tests/model/test_golden_pairwise.py
 """
 
-import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -41,13 +46,32 @@ def hexes(t: torch.Tensor) -> list[str]:
     return [float(x).hex() for x in t.detach().double().flatten().tolist()]
 
 
-def gradient_digest(model: torch.nn.Module) -> str:
-    """sha256 of every parameter's gradient bytes, by name: any changed bit changes it."""
-    h = hashlib.sha256()
-    for name, p in sorted(model.named_parameters()):
-        h.update(name.encode())
-        h.update(p.grad.detach().contiguous().numpy().tobytes() if p.grad is not None else b"none")
-    return h.hexdigest()
+REL = 1e-4
+
+
+def gradient_norms(model: torch.nn.Module) -> dict[str, str | None]:
+    """Each parameter's gradient norm, by name (None: no gradient)."""
+    return {
+        name: float(p.grad.double().norm()).hex() if p.grad is not None else None
+        for name, p in sorted(model.named_parameters())
+    }
+
+
+def floats_close(got, want, where: str = "") -> None:
+    """The same structure, hex floats within `REL` of each other (relative, with an absolute floor of 1e-9)."""
+    if isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            floats_close(got[k], want[k], f"{where}/{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            floats_close(g, w, f"{where}[{i}]")
+    elif isinstance(want, str):
+        g, w = float.fromhex(got), float.fromhex(want)
+        assert math.isclose(g, w, rel_tol=REL, abs_tol=1e-9), f"{where}: {g!r} != {w!r}"
+    else:
+        assert got == want, where
 
 
 def measure(layout: str, arch: str) -> dict:
@@ -63,7 +87,7 @@ def measure(layout: str, arch: str) -> dict:
     for weighting in ("group", "pair"):
         cfg = LossConfig(use_margin=True, center_rewards_coef=0.01, group_weighting=weighting)
         loss, weight = preference_loss(cfg, r, batch)
-        assert float(loss).hex() == float(pairwise).hex() and int(weight) == len(chosen)
+        assert float(loss.detach()).hex() == float(pairwise.detach()).hex() and int(weight) == len(chosen)
     model.zero_grad()
     loss.backward()
     summary = summarize(chosen.detach(), rejected.detach())
@@ -71,7 +95,7 @@ def measure(layout: str, arch: str) -> dict:
         "chosen": hexes(chosen),
         "rejected": hexes(rejected),
         "loss": float(loss).hex(),
-        "gradients": gradient_digest(model),
+        "gradient_norms": gradient_norms(model),
         "eval": {k: (float(v).hex() if isinstance(v, float) else v) for k, v in sorted(summary.items())},
     }
 
@@ -87,11 +111,11 @@ def one_thread():
 CASES = [(layout, arch) for layout in COLLATORS for arch in ("llama", "gpt_neox")]
 
 
-def test_pairwise_results_are_the_recorded_ones_bit_for_bit(one_thread):
+def test_pairwise_results_are_the_recorded_ones(one_thread):
     got = {f"{layout}/{arch}": measure(layout, arch) for layout, arch in CASES}
     if os.environ.get("RM_RECORD_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(GOLDEN.read_text())
     assert got.keys() == want.keys()
     for case in want:
-        assert got[case] == want[case], case
+        floats_close(got[case], want[case], case)
