@@ -2,7 +2,8 @@
 # Does an rm export work in the tools people plug reward models into? One venv per client, built from the
 # package registry (torch==2.13.0 first, as in the Makefile), each loading fresh exports (random-init,
 # LoRA, local pretrained model whose tokenizer adds BOS) and scoring real HH conversations its own way;
-# every reward must match `rm score` to 1e-4. Prints one table.
+# every reward must match `rm score` to 1e-4. Then `rm serve` of each export, called through TRL's and
+# OpenRLHF's own remote-reward paths (rows "-> rm serve"), held to the same tolerance. Prints one table.
 #
 #   scripts/check_clients.sh [VENV_DIR]     # default /work/venvs (or $CLIENT_VENVS); `make clients`
 #
@@ -34,9 +35,10 @@ PYTHONPATH=$REPO "$RM_PY" "$REPO/scripts/clients/make_exports.py" "$WORK" > "$WO
 
 ROWS=$WORK/rows.jsonl
 : > "$ROWS"
-check() {  # check CLIENT VENV_NAME
+check() {  # check CLIENT VENV_NAME [LOG_NAME]
+  local log=$WORK/logs/${3:-$2}.log
   "$VENVS/rm-client-$2/bin/python" "$REPO/scripts/clients/check_client.py" "$1" "$WORK" >> "$ROWS" \
-    2> "$WORK/logs/$2.log" || echo "{\"client\": \"$2\", \"kind\": \"-\", \"path\": \"-\", \"error\": \"crashed, see $WORK/logs/$2.log\"}" >> "$ROWS"
+    2> "$log" || echo "{\"client\": \"$1\", \"kind\": \"-\", \"path\": \"-\", \"error\": \"crashed, see $log\"}" >> "$ROWS"
 }
 failed() {  # failed NAME WHY
   echo "{\"client\": \"$1\", \"kind\": \"-\", \"path\": \"-\", \"error\": \"$2\"}" >> "$ROWS"
@@ -67,11 +69,65 @@ if [ ! -f "$ORL/.installed" ]; then
       && { if "$ORL/bin/pip" install -q openrlhf==0.11.2; then echo "full install worked"; \
            else echo "full install failed (above); installing without dependencies"; fi; } \
       && "$ORL/bin/pip" install -q --no-deps openrlhf==0.11.2 \
-      && "$ORL/bin/pip" install -q transformers==5.15.0 peft accelerate einops pylatexenc sympy setuptools wheel \
+      && "$ORL/bin/pip" install -q transformers==5.15.0 peft accelerate einops pylatexenc sympy setuptools wheel aiohttp \
       && DS_BUILD_OPS=0 "$ORL/bin/pip" install -q --no-build-isolation deepspeed==0.19.6 \
       && touch "$ORL/.installed"
   } > "$WORK/logs/build-openrlhf.log" 2>&1
 fi
 if [ -f "$ORL/.installed" ]; then check openrlhf openrlhf; else failed openrlhf "install failed, see $WORK/logs/build-openrlhf.log"; fi
+
+# rm serve: one server per export on a free loopback port, then each client's own remote-reward path against it:
+# TRL's GRPOTrainer._calculate_rewards with rm.client.trl_reward_func (rm.client from the repository on
+# PYTHONPATH: it imports no torch and nothing else of rm; it needs httpx), and OpenRLHF's
+# SingleTurnAgentExecutor, which posts to /get_reward with aiohttp (a dependency of OpenRLHF's that the
+# no-dependencies install above leaves out). Both are added to venvs built before this step existed.
+echo "rm serve: TRL's and OpenRLHF's remote-reward paths" >&2
+SERVERS=()
+stop_servers() {  # SIGTERM: the server finishes what is in flight and exits 0
+  local pid
+  for pid in "${SERVERS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${SERVERS[@]}"; do wait "$pid" || echo "rm serve (pid $pid) exited $? after SIGTERM" >&2; done
+  SERVERS=()
+}
+trap stop_servers EXIT
+wait_url() {  # wait_url LOG: the URL rm serve printed, once its /health answers (3 minutes at most)
+  local url i
+  for i in $(seq 900); do
+    url=$(grep -o 'on http://127\.0\.0\.1:[0-9]*' "$1" | head -1 | cut -c4-)
+    if [ -n "$url" ] && "$RM_PY" -c "import httpx, sys; sys.exit(httpx.get('$url/health').status_code != 200)" \
+      2> /dev/null; then
+      echo "$url"
+      return 0
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+SERVED="{"
+for kind in random lora bos; do
+  PYTHONPATH=$REPO "$RM_PY" -m rm serve "$WORK/$kind/export" --port 0 --num-threads 1 \
+    > "$WORK/logs/serve-$kind.log" 2>&1 &
+  SERVERS+=($!)
+done
+for kind in random lora bos; do
+  url=$(wait_url "$WORK/logs/serve-$kind.log") || { echo "rm serve of $kind did not start:"; tail -20 "$WORK/logs/serve-$kind.log"; exit 1; }
+  SERVED="$SERVED\"$kind\": \"$url\", "
+done
+echo "${SERVED%, }}" > "$WORK/served.json"
+if [ -f "$VENVS/rm-client-trl/.installed" ]; then
+  "$VENVS/rm-client-trl/bin/python" -c "import httpx" 2> /dev/null \
+    || "$VENVS/rm-client-trl/bin/pip" install -q "httpx>=0.27" > "$WORK/logs/build-trl-httpx.log" 2>&1
+  PYTHONPATH=$REPO check trl-served trl trl-served
+else
+  failed trl-served "the TRL venv was not built"
+fi
+if [ -f "$ORL/.installed" ]; then
+  "$ORL/bin/python" -c "import aiohttp" 2> /dev/null \
+    || "$ORL/bin/pip" install -q aiohttp > "$WORK/logs/build-openrlhf-aiohttp.log" 2>&1
+  check openrlhf-served openrlhf openrlhf-served
+else
+  failed openrlhf-served "the OpenRLHF venv was not built"
+fi
+stop_servers
 
 "$RM_PY" "$REPO/scripts/clients/table.py" "$ROWS" "$TOL"

@@ -2,12 +2,14 @@
 
 Runs inside the client's own venv (rm is not installed there), on CPU, float32:
 
-    python check_client.py CLIENT WORK_DIR      # CLIENT: transformers, trl, rewardbench, openrlhf
+    python check_client.py CLIENT WORK_DIR      # transformers, trl, rewardbench, openrlhf, trl-served, openrlhf-served
 
 Prints one JSON line per export kind: {"client", "version", "kind", "path", "n", "max_abs_diff", "error"}.
 Each client is driven through its own code where it has some: TRL's GRPOTrainer._calculate_rewards
 (conversational prompts), RewardBench's model config, dialogue formatting and pipeline, OpenRLHF's
-get_llm_for_sequence_regression.
+get_llm_for_sequence_regression. `trl-served` and `openrlhf-served` call a live `rm serve` of each export
+(check_clients.sh starts them and writes their URLs to WORK_DIR/served.json) through the clients' own remote-reward
+paths: TRL's _calculate_rewards with rm.client.trl_reward_func, OpenRLHF's SingleTurnAgentExecutor.
 """
 
 from __future__ import annotations
@@ -48,19 +50,13 @@ def plain_transformers(folder: Path, cases: list[dict]) -> dict[str, list[float]
     return {"AutoModel batch": logits, "pipeline default": [pipe(t)[0]["score"] for t in texts]}
 
 
-def trl(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
-    """GRPOTrainer with the export as its reward model: its own _calculate_rewards on conversational prompts."""
+def grpo_trainer(folder: Path, reward_funcs, prompts: list):
+    """A GRPOTrainer on CPU whose policy is any causal LM with the export's tokenizer: only its reward path runs."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    prompts, completions = [], []
-    for c in cases:
-        for key in ("chosen_message", "rejected_message"):
-            prompts.append(c["prompt_messages"])
-            completions.append([c[key]])
-    out = tempfile.mkdtemp()
     args = GRPOConfig(
-        output_dir=out,
+        output_dir=tempfile.mkdtemp(),
         use_cpu=True,
         report_to=[],
         per_device_train_batch_size=2,
@@ -70,9 +66,18 @@ def trl(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
         logging_steps=1,
     )
     train = Dataset.from_list([{"prompt": p} for p in prompts])
-    # The policy is any causal LM with the same tokenizer; only the reward path is exercised.
     policy = str(Path(folder).parents[1] / "pretrained-bos")
-    trainer = GRPOTrainer(model=policy, reward_funcs=str(folder), args=args, train_dataset=train)
+    return GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train)
+
+
+def trl(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """GRPOTrainer with the export as its reward model: its own _calculate_rewards on conversational prompts."""
+    prompts, completions = [], []
+    for c in cases:
+        for key in ("chosen_message", "rejected_message"):
+            prompts.append(c["prompt_messages"])
+            completions.append([c[key]])
+    trainer = grpo_trainer(folder, str(folder), prompts)
     inputs = [{"prompt": p} for p in prompts]
     rewards = trainer._calculate_rewards(inputs, prompts, completions, [[0]] * len(prompts))
     return {"GRPOTrainer._calculate_rewards": rewards[:, 0].tolist()}
@@ -157,8 +162,83 @@ def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
     return out
 
 
+def served_url(folder: Path) -> str:
+    """The URL of the `rm serve` of this export that check_clients.sh started (served.json beside the kinds)."""
+    return json.loads((folder.parents[1] / "served.json").read_text())[folder.parent.name]
+
+
+def trl_served(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """GRPOTrainer._calculate_rewards with reward_funcs=[rm.client.trl_reward_func(URL)]: TRL's own reward path
+    calling a live `rm serve` of the export, with conversational prompts and with plain-text ones. rm is not
+    installed here: rm.client comes from the repository on PYTHONPATH (it imports nothing else of rm, and no
+    torch), with httpx installed in this venv."""
+    from rm.client import trl_reward_func
+
+    reward = trl_reward_func(served_url(folder))
+    out = {}
+    for style in ("conversational", "plain text"):
+        prompts, completions = [], []
+        for c in cases:
+            for key in ("chosen", "rejected"):
+                if style == "conversational":
+                    prompts.append(c["prompt_messages"])
+                    completions.append([c[f"{key}_message"]])
+                else:  # HH text: the prompt runs to the last "Assistant:" tag
+                    cut = c[key].rfind("\n\nAssistant:") + len("\n\nAssistant:")
+                    prompts.append(c[key][:cut])
+                    completions.append(c[key][cut:])
+        trainer = grpo_trainer(folder, [reward], prompts)
+        rewards = trainer._calculate_rewards(
+            [{"prompt": p} for p in prompts], prompts, completions, [[0]] * len(prompts)
+        )
+        out[f"GRPOTrainer._calculate_rewards, trl_reward_func ({style})"] = rewards[:, 0].tolist()
+    reward.client.close()
+    return out
+
+
+def openrlhf_served(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """OpenRLHF's own remote-reward client: SingleTurnAgentExecutor(remote_rm_url=URL/get_reward).execute, which
+    tokenizes the prompt, has the engine generate, decodes prompt + answer with its special tokens (so with the
+    EOS a generation ends with), posts {"query", "prompts", "labels"} and reads `rewards` and `scores` back. The
+    engine is a stand-in (vLLM needs CUDA) whose generation is the case's answer followed by EOS."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    executor = SingleTurnAgentExecutor(remote_rm_url=served_url(folder) + "/get_reward")
+    params = SimpleNamespace(max_tokens=256, logprobs=None)
+
+    class Engine:
+        def __init__(self, answer: str):
+            self.ids = tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+        async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+            return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.ids, finish_reason="stop", logprobs=None)])
+
+    async def rollouts() -> list[dict]:
+        runs = []
+        for c in cases:
+            for key in ("chosen", "rejected"):
+                cut = c[key].rfind("\n\nAssistant:") + len("\n\nAssistant:")
+                engine = Engine(c[key][cut:])
+                runs.append(executor.execute(c[key][:cut], None, params, 1024, tok, engine))
+        return await asyncio.gather(*runs)
+
+    outputs = asyncio.run(rollouts())
+    if any(o["reward"] is None for o in outputs):  # execute logs the failure and leaves the reward out
+        raise RuntimeError("OpenRLHF's executor got no reward from the server (its log above says why)")
+    return {
+        "SingleTurnAgentExecutor.execute, /get_reward: reward": [o["reward"][0] for o in outputs],
+        "SingleTurnAgentExecutor.execute, /get_reward: scores": [o["scores"][0] for o in outputs],
+    }
+
+
 CLIENTS = {"transformers": plain_transformers, "trl": trl, "rewardbench": rewardbench, "openrlhf": openrlhf}
-PACKAGE = {"transformers": "transformers", "trl": "trl", "rewardbench": "rewardbench", "openrlhf": "openrlhf"}
+CLIENTS |= {"trl-served": trl_served, "openrlhf-served": openrlhf_served}
+PACKAGE = {name: name.removesuffix("-served") for name in CLIENTS}
 
 
 def main(client: str, work: Path) -> None:
@@ -167,6 +247,8 @@ def main(client: str, work: Path) -> None:
     label = f"{PACKAGE[client]} {version(PACKAGE[client])}"
     if client != "transformers":
         label += f" (transformers {version('transformers')})"
+    if client.endswith("-served"):
+        label += " -> rm serve"
     for kind in KINDS:
         folder = work / kind / "export"
         cases, ref = load(work, kind)

@@ -154,7 +154,8 @@ def main(work: Path) -> None:
         out = work / name / "rm_score.jsonl"
         cmd = [sys.executable, "-m", "rm", "score", "--model", str(work / name / "export")]
         env = os.environ | {"PYTHONPATH": str(REPO)}
-        subprocess.run([*cmd, "--input", str(work / "cases.jsonl"), "--out", str(out)], check=True, cwd=REPO, env=env)
+        args = ["--input", str(work / "cases.jsonl"), "--out", str(out), "--overwrite"]  # a rerun on a kept WORK_DIR
+        subprocess.run([*cmd, *args], check=True, cwd=REPO, env=env)
     print(f"exports and rm score references in {work}: {', '.join(runs)}; {len(found)} cases")
 
 

@@ -1,0 +1,99 @@
+"""A client call cut into requests the server accepts, and their replies joined back in the caller's order.
+
+The server refuses more than `--max-texts` texts (or group responses) in one request (413); an RL step can hold
+more completions than that, so the clients cut a call at the limit `/info` reports and join the rewards. Cutting
+changes no reward: the server gives every text the reward `rm score` gives it, whatever it is batched with. A
+group is never cut (its prompt is computed once for all its responses); one over the limit goes alone and the
+server's 413 says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rm.client.server_error import RewardServerError
+
+UNLIMITED = 1 << 30
+"""The limit assumed when `/info` names none."""
+
+
+def max_texts_of(info: dict[str, Any]) -> int:
+    value = info.get("max_texts")
+    return value if isinstance(value, int) and value > 0 else UNLIMITED
+
+
+def as_groups(groups: Iterable[Any]) -> list[dict[str, Any]]:
+    """Groups as the API's {"prompt", "responses"} objects; a (prompt, responses) tuple is taken too. What a
+    prompt or a response may be is the server's to check (it answers 400 naming the item)."""
+    out = []
+    for i, group in enumerate(groups):
+        if isinstance(group, dict):
+            if set(group) != {"prompt", "responses"}:
+                raise TypeError(f"groups[{i}] must have exactly the keys prompt and responses, got {sorted(group)}")
+            prompt, responses = group["prompt"], group["responses"]
+        elif isinstance(group, tuple) and len(group) == 2:
+            prompt, responses = group
+        else:
+            raise TypeError(f"groups[{i}] must be a {{prompt, responses}} dict or a (prompt, responses) tuple")
+        if isinstance(responses, (str, dict)) or not isinstance(responses, Sequence):
+            raise TypeError(f"groups[{i}] responses must be a list, got {type(responses).__name__}")
+        out.append({"prompt": prompt, "responses": list(responses)})
+    return out
+
+
+def flat_parts(items: list[Any], limit: int) -> list[list[Any]]:
+    """`items` in consecutive slices of at most `limit`."""
+    return [items[i : i + limit] for i in range(0, len(items), limit)]
+
+
+def group_parts(groups: list[dict[str, Any]], limit: int) -> list[list[dict[str, Any]]]:
+    """Consecutive groups in requests of at most `limit` responses, a group never split."""
+    parts: list[list[dict[str, Any]]] = []
+    count = limit  # forces a new part for the first group
+    for group in groups:
+        n = len(group["responses"])
+        if count + n > limit:
+            parts.append([])
+            count = 0
+        parts[-1].append(group)
+        count += n
+    return parts
+
+
+def flat_rewards(reply: dict[str, Any], n: int) -> list[float]:
+    """The `rewards` of a /score reply, checked to be one number per text sent (null, a reward that was not
+    finite, becomes NaN, as TRL reads a reward function's None)."""
+    return _numbers(reply.get("rewards"), n, "rewards")
+
+
+def group_rewards(reply: dict[str, Any], sizes: list[int]) -> list[list[float]]:
+    """The `rewards` of a /score_groups reply: one list per group sent, each as long as its group."""
+    lists = reply.get("rewards")
+    if not isinstance(lists, list) or len(lists) != len(sizes):
+        raise _bad_reply(f"'rewards' should be {len(sizes)} lists, one per group, got {_describe(lists)}")
+    return [_numbers(values, n, f"rewards[{g}]") for g, (values, n) in enumerate(zip(lists, sizes, strict=True))]
+
+
+def _numbers(values: Any, n: int, name: str) -> list[float]:
+    if not isinstance(values, list) or len(values) != n:
+        raise _bad_reply(f"{name!r} should be {n} numbers, got {_describe(values)}")
+    out = []
+    for v in values:
+        if v is None:
+            out.append(math.nan)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+        else:
+            raise _bad_reply(f"{name!r} holds a {type(v).__name__}, not a number")
+    return out
+
+
+def _describe(value: Any) -> str:
+    return f"{len(value)} items" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def _bad_reply(message: str) -> RewardServerError:
+    """A 200 whose body is not what the API promises (a different server on that port, a proxy's page)."""
+    return RewardServerError(200, f"unexpected reply: {message}")

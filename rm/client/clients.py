@@ -1,0 +1,140 @@
+"""`RewardClient` and `AsyncRewardClient`: the routes of `rm serve` as methods that return rewards.
+
+Both keep one connection pool (httpx) for their life: an RL loop calls them every step, and a new TCP connection
+per call would cost more than a small reward model's forward. Use them as context managers, or `close()` them.
+The async client sends the requests of a call cut at `--max-texts` (rm/client/calls.py) at once; the server
+coalesces them into its batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+
+from rm.client.calls import as_groups, flat_parts, flat_rewards, group_parts, group_rewards, max_texts_of
+from rm.client.server_error import auth_headers, read_reply, unreachable
+
+Message = dict[str, str]
+"""{"role": "user" | "assistant" | "system", "content": str}"""
+
+
+class RewardClient:
+    """A blocking client of `rm serve` at `url` (e.g. "http://127.0.0.1:8000").
+
+    Every method raises `RewardServerError` when the server refuses the request, fails, or cannot be reached."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0):
+        self.url = url
+        self._http = httpx.Client(base_url=url, headers=auth_headers(api_key), timeout=timeout)
+        self._max_texts: int | None = None  # read from /info on first need
+
+    def __enter__(self) -> RewardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def health(self) -> dict[str, Any]:
+        """{"status": "ok"} (needs no key): whether the server is up and its model loaded."""
+        return self._call("GET", "/health")
+
+    def info(self) -> dict[str, Any]:
+        """The model, max_length, truncation side, normalisation, layout and the server's limits."""
+        return self._call("GET", "/info")
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        """One reward per whole text (prompt and answer together, as `rm score` scores a `text` record)."""
+        return self._flat("texts", list(texts))
+
+    def score_messages(self, conversations: Sequence[list[Message]]) -> list[float]:
+        """One reward per conversation ending in the assistant's answer, rendered with the model's chat template."""
+        return self._flat("messages", list(conversations))
+
+    def score_groups(self, groups: Iterable[Any]) -> list[list[float]]:
+        """One list of rewards per {"prompt", "responses"} group, in order; each prompt is computed once."""
+        groups = as_groups(groups)
+        out: list[list[float]] = []
+        for part in group_parts(groups, self._limit()) if groups else []:
+            reply = self._call("POST", "/score_groups", {"groups": part})
+            out += group_rewards(reply, [len(g["responses"]) for g in part])
+        return out
+
+    def _flat(self, key: str, items: list[Any]) -> list[float]:
+        out: list[float] = []
+        for part in flat_parts(items, self._limit()) if items else []:
+            out += flat_rewards(self._call("POST", "/score", {key: part}), len(part))
+        return out
+
+    def _limit(self) -> int:
+        if self._max_texts is None:
+            self._max_texts = max_texts_of(self.info())
+        return self._max_texts
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise unreachable(self.url, e) from e
+        return read_reply(response)
+
+
+class AsyncRewardClient:
+    """`RewardClient`'s methods as coroutines, for an async rollout loop (or TRL's async reward functions)."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0):
+        self.url = url
+        self._http = httpx.AsyncClient(base_url=url, headers=auth_headers(api_key), timeout=timeout)
+        self._max_texts: int | None = None
+
+    async def __aenter__(self) -> AsyncRewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def health(self) -> dict[str, Any]:
+        return await self._call("GET", "/health")
+
+    async def info(self) -> dict[str, Any]:
+        return await self._call("GET", "/info")
+
+    async def score(self, texts: Sequence[str]) -> list[float]:
+        return await self._flat("texts", list(texts))
+
+    async def score_messages(self, conversations: Sequence[list[Message]]) -> list[float]:
+        return await self._flat("messages", list(conversations))
+
+    async def score_groups(self, groups: Iterable[Any]) -> list[list[float]]:
+        groups = as_groups(groups)
+        parts = group_parts(groups, await self._limit()) if groups else []
+        replies = await asyncio.gather(*(self._call("POST", "/score_groups", {"groups": p}) for p in parts))
+        out: list[list[float]] = []
+        for part, reply in zip(parts, replies, strict=True):
+            out += group_rewards(reply, [len(g["responses"]) for g in part])
+        return out
+
+    async def _flat(self, key: str, items: list[Any]) -> list[float]:
+        parts = flat_parts(items, await self._limit()) if items else []
+        replies = await asyncio.gather(*(self._call("POST", "/score", {key: p}) for p in parts))
+        return [r for part, reply in zip(parts, replies, strict=True) for r in flat_rewards(reply, len(part))]
+
+    async def _limit(self) -> int:
+        if self._max_texts is None:
+            self._max_texts = max_texts_of(await self.info())
+        return self._max_texts
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            response = await self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise unreachable(self.url, e) from e
+        return read_reply(response)

@@ -1,0 +1,474 @@
+"""Reward-server throughput under GRPO-shaped load: `rm serve` /score and /score_groups against a plain
+transformers server, on the same export and the same requests, interleaved.
+
+    python scripts/bench_serve.py                          # small model, 32 clients, 3 turns of 20 s per mode
+    python scripts/bench_serve.py --size medium            # the ~30M-parameter Llama
+    python scripts/bench_serve.py --seconds 10 --turns 2   # a quick run
+
+Set-up (cached in --work per size and seed): the real harmless-base pairs, a BPE of 8,192 tokens trained on
+them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, hidden 256 x 4 layers; `medium`:
+512 x 8), random-init and exported as rm exports a run. Each request is a GRPO rollout group: one HH prompt with
+8 completions (its own chosen and rejected answers and those of the next three prompts), kept only where the
+prompt and its longest completion fit max_length (512), so no mode truncates anything.
+
+Modes, each its own server process on localhost, all started before the first turn:
+- (a) `rm-score`: `rm serve`'s /score with the 8 texts prompt + completion (the prompt computed 8 times);
+- (b) `rm-groups`: `rm serve`'s /score_groups with the group (its prompt computed once);
+- (c) `baseline`: a plain transformers server (Starlette + uvicorn, as small as such servers are written):
+  AutoModelForSequenceClassification on each request's texts as one padded batch, requests one at a time, no
+  coalescing. OpenRLHF's serve_rm is not used: OpenRLHF installs only with CUDA (flash-attn), and on the CPU
+  its server needs the stand-ins of scripts/clients/check_client.py plus FastAPI in the client venv.
+
+A turn runs one load process (C concurrent clients on one asyncio loop, in a process of its own) against one
+mode for --seconds after a warm-up that is not counted (--warmup seconds, and at least two rounds of answers);
+turns go A B C A B C ...; the table quotes the median over turns of requests/s and responses/s (completions
+scored), by Little's law from the latencies of the requests sent in the window (see `load`; the responses answered
+inside the window per second beside it, as a cross-check), latency percentiles over those requests,
+errors (a non-200 reply or a reply with the wrong number of rewards), lost requests (sent, never answered), and
+the server's peak RSS (VmHWM, the server and its children). Each load process is bounded in requests
+(--max-requests) and time (each request's timeout, and the process's). The same run prints the token ceiling of
+(b) over (a): the tokens /score computes over the tokens /score_groups computes for the same requests, and the
+measured (b)/(a) as a fraction of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+MAX_LENGTH = 512
+VOCAB = 8192
+GROUP = 8
+MODES = ("rm-score", "rm-groups", "baseline")
+ROUTES = {"rm-score": "/score", "rm-groups": "/score_groups", "baseline": "/score"}
+LABELS = {"rm-score": "(a) rm serve /score", "rm-groups": "(b) rm serve /score_groups", "baseline": "(c) baseline"}
+
+
+# --- set-up: export and requests ---------------------------------------------------------------------------
+
+
+def prepare(data: Path, folder: Path, size: str, seed: int) -> dict:
+    """The export and the request pool in `folder` (built once per size and seed), and the pool's token counts."""
+    done = folder / "requests.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    import benchlib
+
+    from rm.config import CollatorConfig, DataConfig, RunConfig
+    from rm.data.load import load_pairs
+    from rm.export.folder import Weights, export_model
+    from rm.tokens.tokenizer import train_bpe
+
+    pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
+    tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], VOCAB)
+    benchlib.set_size(size)
+    model = benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    cfg = RunConfig(collator=CollatorConfig(max_length=MAX_LENGTH))
+    export_model(model, tok, folder / "export", cfg, Weights(None, None))
+
+    def n(text: str) -> int:  # tokens as rm counts them: prompt and answer apart, no special tokens
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    requests = []
+    for i, p in enumerate(pairs):
+        others = [pairs[(i + k) % len(pairs)] for k in range(GROUP // 2)]
+        completions = [a for q in others for a in (q.chosen, q.rejected)]
+        # One-turn answers only: an answer holding later turns would be split at its own last "Assistant:" tag
+        # as a flat text, and the modes would not score the same prompt and answer.
+        if any(not c.strip() or "\n\nAssistant:" in c or "\n\nHuman:" in c for c in completions):
+            continue
+        counts = [n(c) for c in completions]
+        prompt_tokens = n(p.prompt)
+        if prompt_tokens + max(counts) > MAX_LENGTH:
+            continue
+        requests.append(
+            {
+                "prompt": p.prompt,
+                "completions": completions,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": counts,
+            }
+        )
+    pool = {"requests": requests, "size": size, "model": dict(benchlib.MODEL), "pairs": len(pairs)}
+    done.write_text(json.dumps(pool))
+    return pool
+
+
+def ceiling(requests: list[dict]) -> tuple[float, int, int]:
+    """(flat tokens / group tokens, flat, group): what /score computes for the requests (the prompt with each
+    completion) over what /score_groups computes (the prompt once, then the completions)."""
+    flat = sum(r["prompt_tokens"] * len(r["completion_tokens"]) + sum(r["completion_tokens"]) for r in requests)
+    group = sum(r["prompt_tokens"] + sum(r["completion_tokens"]) for r in requests)
+    return flat / group, flat, group
+
+
+def body(mode: str, request: dict) -> bytes:
+    if mode == "rm-groups":
+        return json.dumps({"groups": [{"prompt": request["prompt"], "responses": request["completions"]}]}).encode()
+    return json.dumps({"texts": [request["prompt"] + c for c in request["completions"]]}).encode()
+
+
+# --- the load process ----------------------------------------------------------------------------------------
+
+
+async def load(
+    url: str,
+    mode: str,
+    requests: list[dict],
+    clients: int,
+    seconds: float,
+    warmup: float,
+    max_requests: int,
+    seed: int,
+    timeout: float,
+    transport=None,
+) -> dict:
+    """C clients, each sending its next request as soon as its last one is answered: a warm-up, then a measured
+    window of `seconds`.
+
+    The server answers in bursts (one per round of its batcher: every request queued while a round ran is
+    scored in the next), and a round of the medium model is longer than a short window, so answers counted in a
+    window measure where its edges fell. The rate is taken from Little's law instead: C clients that always have
+    one request outstanding get C / (mean latency) requests per second, the latencies being those of the requests
+    sent inside the window (each waited for to its end, so no burst is cut). Answers counted inside the window
+    are kept as a cross-check (`counted_responses_per_s`). The warm-up lasts `warmup` seconds and at least until
+    2C requests have been answered (two rounds: the first round holds only the first request). Every request sent
+    is waited for (answered, an error, or its timeout), so `lost` (sent, never ended) is checked, not assumed.
+    `transport`: an httpx transport in place of the network (tests/client/test_bench_serve.py)."""
+    import httpx
+
+    order = list(range(len(requests)))
+    random.Random(seed).shuffle(order)
+    bodies = [body(mode, requests[i]) for i in order]
+    expected = [len(requests[i]["completions"]) for i in order]
+    headers = {"content-type": "application/json"}
+    sent = ended = errors = answered = counted = 0
+    window: list[tuple[float, int]] = []  # (latency, responses answered: 0 for an error) per request sent in it
+    first_error = ""
+    start = time.monotonic()
+    give_up = start + warmup + seconds + 3 * timeout  # a server that stops answering ends the run, bounded
+    t0 = t1 = math.inf
+
+    async def one(client: httpx.AsyncClient, k: int) -> None:
+        nonlocal ended, errors, answered, counted, first_error, t0, t1
+        began = time.monotonic()
+        try:
+            reply = await client.post(ROUTES[mode], content=bodies[k], headers=headers)
+            rewards = reply.json().get("rewards") if reply.status_code == 200 else None
+            if mode == "rm-groups" and rewards:
+                rewards = rewards[0]
+            ok = isinstance(rewards, list) and len(rewards) == expected[k]
+            why = f"HTTP {reply.status_code}: {reply.text[:200]}" if not ok else ""
+        except (httpx.HTTPError, ValueError) as e:
+            ok, why = False, f"{type(e).__name__}: {e}"[:200]
+        finished = time.monotonic()
+        ended += 1
+        if t0 <= began <= t1:  # an error holds its client too: it counts in the latency, with no responses
+            window.append((finished - began, expected[k] if ok else 0))
+        if not ok:
+            errors += 1
+            first_error = first_error or why
+            return
+        answered += 1
+        if t0 <= finished <= t1:
+            counted += expected[k]
+        if t0 == math.inf and answered >= 2 * clients and finished >= start + warmup:
+            t0, t1 = finished, finished + seconds
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        nonlocal sent
+        while time.monotonic() < min(t1, give_up) and sent < max_requests:
+            k = sent % len(bodies)
+            sent += 1
+            await one(client, k)
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits, transport=transport) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+    mean_latency = statistics.fmean(w for w, _ in window) if window else math.nan
+    good = [(w, n) for w, n in window if n]
+    return {  # Little's law: every request (an error too) occupies a client; the rates count the answered ones
+        "requests_per_s": clients / mean_latency * len(good) / len(window) if window else math.nan,
+        "responses_per_s": clients / mean_latency * statistics.fmean(n for _, n in window) if window else math.nan,
+        "counted_responses_per_s": counted / seconds if t1 < math.inf else math.nan,
+        "latencies": [w for w, _ in good],
+        "sent": sent,
+        "errors": errors,
+        "lost": sent - ended,
+        "first_error": first_error,
+    }
+
+
+# --- the baseline server -------------------------------------------------------------------------------------
+
+
+def baseline_server(export: Path, threads: int) -> None:
+    """A plain transformers reward server: each /score request's texts one padded batch, one request at a time."""
+    import socket
+    import threading
+
+    import torch
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.set_num_threads(threads)
+    tok = AutoTokenizer.from_pretrained(export)
+    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
+    lock = threading.Lock()  # one forward at a time: concurrent ones would fight over the same cores
+
+    def score(texts: list[str]) -> list[float]:
+        with lock, torch.inference_mode():
+            batch = tok(texts, padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
+            return model(**batch).logits[:, 0].tolist()
+
+    async def score_route(request):
+        texts = (await request.json())["texts"]
+        return JSONResponse({"rewards": await run_in_threadpool(score, texts)})
+
+    async def health(request):
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(routes=[Route("/score", score_route, methods=["POST"]), Route("/health", health)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(f"baseline on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+# --- the conductor -------------------------------------------------------------------------------------------
+
+
+def start_servers(export: Path, work: Path, threads: int, server_args: list[str]) -> dict[str, tuple]:
+    """Every mode's server process; (process, url) once each answers /health."""
+    rm_cmd = [sys.executable, "-m", "rm", "serve", str(export), "--port", "0", "--num-threads", str(threads)]
+    rm_cmd += server_args
+    commands = {
+        "rm-score": rm_cmd,
+        "rm-groups": rm_cmd,
+        "baseline": [sys.executable, __file__, "--baseline-server", str(export), "--threads", str(threads)],
+    }
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    procs = {}
+    for mode, cmd in commands.items():
+        log = open(work / f"server-{mode}.log", "w")  # noqa: SIM115 - the server's whole life
+        procs[mode] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    return {mode: (p, wait_url(p, work / f"server-{mode}.log")) for mode, p in procs.items()}
+
+
+def wait_url(proc: subprocess.Popen, log: Path, timeout: float = 600) -> str:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a server ended (exit {proc.returncode}) during set-up; see {log}")
+        found = re.search(r"on (http://127\.0\.0\.1:\d+)", log.read_text(errors="replace"))
+        if found:
+            try:
+                if httpx.get(found.group(1) + "/health", timeout=5).status_code == 200:
+                    return found.group(1)
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.2)
+    raise SystemExit(f"no server answered within {timeout} s; see {log}")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM of the process and of its children (a server's worker processes), in MB."""
+    family, total = {pid}, 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            family.add(int(stat.parent.name))
+    for p in family:
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        found = re.search(r"VmHWM:\s+(\d+) kB", status)
+        total += int(found.group(1)) / 1024 if found else 0.0
+    return total
+
+
+def same_rewards(servers: dict[str, tuple], request: dict) -> float:
+    """The largest difference between the modes' rewards for one request (they score the same texts)."""
+    import httpx
+
+    got = []
+    for mode, (_, url) in servers.items():
+        rewards = httpx.post(url + ROUTES[mode], content=body(mode, request), timeout=120).json()["rewards"]
+        got.append(rewards[0] if mode == "rm-groups" else rewards)
+    return max(abs(a - b) for other in got[1:] for a, b in zip(got[0], other, strict=True))
+
+
+def run_turn(url: str, mode: str, work: Path, args: argparse.Namespace, seed: int) -> dict:
+    cmd = [sys.executable, __file__, "--load", url, "--mode", mode, "--work", str(work), "--clients", str(args.clients)]
+    cmd += ["--seconds", str(args.seconds), "--warmup", str(args.warmup), "--max-requests", str(args.max_requests)]
+    cmd += ["--seed", str(seed), "--pool", str(args.pool_file)]
+    limit = args.warmup + args.seconds + 4 * args.request_timeout + 60  # load() gives up after 3 timeouts
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=REPO)
+    if out.returncode != 0:
+        raise SystemExit(f"the load process failed for {mode}:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else float("nan")
+
+
+def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float) -> dict:
+    rows = {}
+    for mode, turns in results.items():
+        lat = [x for t in turns for x in t["latencies"]]
+        rows[mode] = {
+            "requests_per_s": statistics.median(t["requests_per_s"] for t in turns),
+            "responses_per_s": statistics.median(t["responses_per_s"] for t in turns),
+            "counted": statistics.median(t["counted_responses_per_s"] for t in turns),
+            "p50_ms": 1000 * percentile(lat, 50),
+            "p95_ms": 1000 * percentile(lat, 95),
+            "p99_ms": 1000 * percentile(lat, 99),
+            "errors": sum(t["errors"] for t in turns),
+            "lost": sum(t["lost"] for t in turns),
+            "sent": sum(t["sent"] for t in turns),
+            "peak_rss_mb": peaks[mode],
+        }
+    head = "requests/s | responses/s | (counted) | p50 ms | p95 ms | p99 ms | errors | lost | sent | peak RSS MB"
+    print(f"\n| mode | {head} |\n| --- |" + " ---: |" * 10)
+    for mode, r in rows.items():
+        print(
+            f"| {LABELS[mode]} | {r['requests_per_s']:.2f} | {r['responses_per_s']:.1f} | {r['counted']:.1f} | "
+            f"{r['p50_ms']:.0f} | "
+            f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r['lost']} | {r['sent']} | "
+            f"{r['peak_rss_mb']:.0f} |"
+        )
+    a, b, c = (rows[m]["responses_per_s"] for m in MODES)
+    speedup, over_c = b / a, b / c
+    errors = sum(r["errors"] + r["lost"] for r in rows.values())
+    print(
+        f"\ntoken ceiling of (b) over (a): {ratio:.3f}x; measured (b)/(a) {speedup:.3f}x = {speedup / ratio:.1%} "
+        f"of it; (b)/(c) {over_c:.3f}x"
+    )
+    checks = {
+        "(b) >= 2x (a)": speedup >= 2,
+        "(b)/(a) >= 80% of the ceiling": speedup >= 0.8 * ratio,
+        "(b) >= 2x (c)": over_c >= 2,
+        "no errors, no request lost": errors == 0,
+    }
+    print("targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in checks.items()))
+    summary = {m: round(r["responses_per_s"], 2) for m, r in rows.items()}
+    return summary | {
+        "ceiling": round(ratio, 3),
+        "b_over_a": round(speedup, 3),
+        "b_over_c": round(over_c, 3),
+        "fraction_of_ceiling": round(speedup / ratio, 3),
+        "errors": errors,
+    }
+
+
+def conduct(args: argparse.Namespace) -> None:
+    folder = args.work / f"{args.size}-seed{args.seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    pool = prepare(args.data, folder, args.size, args.seed)
+    requests = pool["requests"]
+    args.pool_file = folder / "requests.json"
+    ratio, flat, group = ceiling(requests)
+    print(
+        f"{len(requests)} GRPO groups of {GROUP} from {pool['pairs']} HH pairs; model {args.size} {pool['model']}; "
+        f"{flat / len(requests):.0f} tokens a request as flat texts, {group / len(requests):.0f} as a group"
+    )
+    servers = start_servers(folder / "export", args.work, args.threads, args.server_args.split())
+    try:
+        print(
+            f"servers up; largest reward difference between modes on one request: "
+            f"{same_rewards(servers, requests[0]):.2e}",
+            flush=True,
+        )
+        results: dict[str, list[dict]] = {m: [] for m in MODES}
+        for turn in range(args.turns):
+            for mode in MODES:
+                r = run_turn(servers[mode][1], mode, args.work, args, seed=args.seed + turn)
+                results[mode].append(r)
+                print(
+                    f"  turn {turn + 1} {mode}: {r['requests_per_s']:.2f} requests/s, {r['responses_per_s']:.1f} "
+                    f"responses/s, {r['errors']} errors" + (f" ({r['first_error']})" if r["errors"] else ""),
+                    flush=True,
+                )
+        peaks = {mode: peak_rss_mb(p.pid) for mode, (p, _) in servers.items()}
+    finally:
+        for p, _ in servers.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p, _ in servers.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    print(json.dumps(report(results, peaks, ratio)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench_serve")
+    ap.add_argument("--size", choices=("small", "medium"), default="small")
+    ap.add_argument("--clients", type=int, default=32, help="concurrent clients (one load process)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds per turn")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds of load before each turn's measurement")
+    ap.add_argument("--turns", type=int, default=3, help="rounds of A B C")
+    ap.add_argument("--max-requests", type=int, default=100_000, help="requests one load process sends at most")
+    ap.add_argument("--request-timeout", type=float, default=120.0)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads per server (0: every usable core)")
+    ap.add_argument("--server-args", default="", help="more `rm serve` flags, e.g. '--max-batch-tokens 32768'")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baseline-server", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--load", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.threads = args.threads or len(os.sched_getaffinity(0))
+    if args.baseline_server:
+        baseline_server(args.baseline_server, args.threads)
+    elif args.load:
+        requests = json.loads(args.pool.read_text())["requests"]
+        result = asyncio.run(
+            load(
+                args.load,
+                args.mode,
+                requests,
+                args.clients,
+                args.seconds,
+                args.warmup,
+                args.max_requests,
+                args.seed,
+                args.request_timeout,
+            )
+        )
+        print(json.dumps(result))
+    else:
+        args.work.mkdir(parents=True, exist_ok=True)
+        conduct(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""scripts/bench_serve.py's own arithmetic, without servers: the token ceiling worked out by hand, the request
+bodies of each mode, and the load loop's rates (Little's law), error and loss counts against a fake server whose
+latency is known. No timing of rm is checked: the numbers are the machine's."""
+
+import asyncio
+import json
+import sys
+
+import httpx
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_serve  # noqa: E402
+
+REQUESTS = [
+    {"prompt": "P1", "completions": ["a", "b"], "prompt_tokens": 10, "completion_tokens": [2, 4]},
+    {"prompt": "P2", "completions": ["c", "d"], "prompt_tokens": 4, "completion_tokens": [1, 1]},
+]
+
+
+def test_ceiling_by_hand():
+    # flat: (10+2) + (10+4) + (4+1) + (4+1) = 36 tokens; grouped: 10+2+4 + 4+1+1 = 22 tokens
+    assert bench_serve.ceiling(REQUESTS) == (pytest.approx(36 / 22), 36, 22)
+
+
+def test_bodies_hold_the_same_texts():
+    flat = json.loads(bench_serve.body("rm-score", REQUESTS[0]))
+    assert flat == {"texts": ["P1a", "P1b"]} == json.loads(bench_serve.body("baseline", REQUESTS[0]))
+    assert json.loads(bench_serve.body("rm-groups", REQUESTS[0])) == {
+        "groups": [{"prompt": "P1", "responses": ["a", "b"]}]
+    }
+
+
+def fake_server(latency: float, wrong_every: int = 0):
+    """Answers /score after `latency` seconds, one reward per text (every `wrong_every`-th reply one short)."""
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        call = calls
+        await asyncio.sleep(latency)
+        n = len(json.loads(request.content)["texts"])
+        if wrong_every and call % wrong_every == 0:
+            n -= 1
+        return httpx.Response(200, json={"rewards": [0.5] * n})
+
+    return httpx.MockTransport(handler)
+
+
+def run(transport, clients=4, seconds=0.6):
+    return asyncio.run(
+        bench_serve.load("http://fake", "rm-score", REQUESTS, clients, seconds, 0.0, 10_000, 0, 5.0, transport)
+    )
+
+
+def test_load_rates_follow_the_latency():
+    out = run(fake_server(0.05))
+    # 4 clients, each always waiting on one 50 ms request: 80 requests/s, 2 responses each
+    assert out["requests_per_s"] == pytest.approx(80, rel=0.25)
+    assert out["responses_per_s"] == pytest.approx(2 * out["requests_per_s"])
+    assert out["counted_responses_per_s"] == pytest.approx(out["responses_per_s"], rel=0.3)
+    assert (out["errors"], out["lost"]) == (0, 0) and out["sent"] > 2 * 4
+
+
+def test_load_counts_wrong_replies_as_errors():
+    out = run(fake_server(0.02, wrong_every=3))
+    assert out["errors"] == out["sent"] // 3 and out["lost"] == 0
+    assert out["first_error"] == 'HTTP 200: {"rewards":[0.5]}'  # one reward for two texts
+    # the clients spend a third of their time on wrong replies: 2/3 of 4 / 20 ms requests/s are answers
+    assert out["requests_per_s"] == pytest.approx(2 / 3 * 200, rel=0.25)
