@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from rm.collate.comparisons import comparisons
@@ -53,7 +54,8 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
     of the better and the worse response of every strictly ordered pair of a group, group by group, with
     `pair_group`, the group of each, and `pair_margin`, its margin; `tie_a`/`tie_b`/`tie_group` ([tied pairs])
     likewise for ties; and `response_group`/`response_rank`/`response_slot` ([responses], in reward order) for
-    losses over whole rankings (rm/model/group_loss.py) and for eval."""
+    losses over whole rankings (rm/model/group_loss.py) and for eval. With `model.head.attributes`, also
+    `attributes` ([responses, A] float32 in reward order, NaN where a score is missing; `response_attributes`)."""
     at = {gk: n for n, gk in enumerate(order)}
     strict: dict[str, list] = {"better": [], "worse": [], "pair_group": [], "pair_margin": []}
     ties: dict[str, list] = {"tie_a": [], "tie_b": [], "tie_group": []}
@@ -79,7 +81,21 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
         "response_group": torch.tensor([i for i, _ in order], dtype=torch.long),
         "response_rank": torch.tensor([batch[i].rank[a] for i, a in order], dtype=torch.long),
         "response_slot": torch.tensor([a for _, a in order], dtype=torch.long),
+        **response_attributes(batch, order),
     }
+
+
+def response_attributes(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:
+    """{"attributes": [responses, A]}, row n the scores of response `order[n]`; {} when no group has scores, so a
+    run without attributes collates exactly the batches it always did."""
+    if not any(len(g.attributes) for g in batch):
+        return {}
+    width = {len(g.attributes) // len(g.response_ids) for g in batch}
+    if len(width) != 1 or any(len(g.attributes) != next(iter(width)) * len(g.response_ids) for g in batch):
+        raise ValueError(f"groups of one batch carry different numbers of attribute scores: {sorted(width)}")
+    a = width.pop()
+    rows = [batch[i].attributes[k * a : (k + 1) * a] for i, k in order]
+    return {"attributes": torch.from_numpy(np.asarray(rows, dtype=np.float32).reshape(len(order), a))}
 
 
 class PaddedCollator:

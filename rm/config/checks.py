@@ -12,6 +12,7 @@ from typing import Any
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
+NONNEGATIVE += ("loss.preference_coef", "loss.attribute_coef")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str | bool, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -22,6 +23,7 @@ CHOICES: dict[str, tuple[str | bool, ...]] = {
     "loss.type": ("pairwise", "plackett_luce"),
     "loss.ties": ("skip", "davidson"),
     "loss.group_weighting": ("group", "pair"),
+    "loss.attribute_loss": ("mse", "gaussian"),
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),
     "train.scheduler": ("cosine", "linear", "constant"),
@@ -94,9 +96,29 @@ def value_problems(cfg: Any) -> list[str]:
     return problems
 
 
+def attribute_problems(cfg: Any) -> list[str]:
+    """model.head.attributes and their scales (issue 26): names that can label an output, [min, max] ranges."""
+    names, problems = cfg.model.head.attributes, []
+    for name in names:
+        if not name.strip() or name == "reward" or names.count(name) > 1:
+            why = "empty" if not name.strip() else "output 0's label" if name == "reward" else "given twice"
+            problems.append(f"model.head.attributes: {name!r} is {why}; each attribute needs its own name")
+            break
+    for name, scale in cfg.model.head.attribute_scales.items():
+        if name not in names:
+            problems.append(f"model.head.attribute_scales.{name}: not one of model.head.attributes {names}")
+        elif len(scale) != 2 or not scale[0] < scale[1]:
+            problems.append(f"model.head.attribute_scales.{name}: must be [min, max] with min < max, got {scale}")
+    if names and cfg.loss.preference_coef == 0 and cfg.loss.attribute_coef == 0:
+        problems.append("loss.attribute_coef: 0 with loss.preference_coef 0 leaves nothing to train")
+    elif not names and cfg.loss.preference_coef == 0:
+        problems.append("loss.preference_coef: 0 trains the attributes alone, but model.head.attributes is empty")
+    return problems
+
+
 def run_problems(cfg: Any) -> list[str]:
     """One line per problem, each starting with the dotted key; a non-finite number's only problem is that."""
-    problems = value_problems(cfg)
+    problems = value_problems(cfg) + attribute_problems(cfg)
     problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]

@@ -1,9 +1,8 @@
 """The run configuration's schema: nested, typed dataclasses, each field with a one-line docstring.
 
-These dataclasses are the single source of truth for what a run may be told; `rm/config/loader.py`
-merges YAML and dotted overrides into them key by key, so a typo or a wrong type fails at start-up
-with the key's dotted name (`train.lr`). Derived values (total steps, vocab size) are computed where
-they are used and never written back into the config.
+These dataclasses are the single source of truth for what a run may be told; `rm/config/loader.py` merges YAML
+and dotted overrides into them key by key, so a typo or a wrong type fails at start-up with the key's dotted
+name (`train.lr`). Derived values (total steps, vocab size) are computed where used, never written back.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rm.config.checks import CHOICES, choice_problems, run_problems
+from rm.config.head_config import HeadConfig
 from rm.config.suite_config import SuiteConfig
 from rm.errors import ConfigError
 
@@ -49,8 +49,7 @@ class LoraConfig:
     """Module names to adapt (q_proj, v_proj… / query_key_value for GPT-NeoX); empty: every linear layer of the
     backbone. The score head is never a target: it is trained and saved in full (peft's modules_to_save)."""
     qlora: bool = False
-    """QLoRA: load the frozen backbone in 4-bit NF4 through bitsandbytes (needs a CUDA GPU, bitsandbytes and a
-    pretrained `model.name_or_path`)."""
+    """QLoRA: the frozen backbone in 4-bit NF4 via bitsandbytes (a CUDA GPU, bitsandbytes, a `model.name_or_path`)."""
 
 
 @dataclass
@@ -71,6 +70,8 @@ class ModelConfig:
     """Recompute activations in the backward pass to save memory (slower)."""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA / QLoRA adapters (off while `lora.r` is 0)."""
+    head: HeadConfig = field(default_factory=HeadConfig)
+    """The score head's outputs: the reward, and a regression per named attribute (rm/config/head_config.py)."""
 
 
 @dataclass
@@ -197,11 +198,16 @@ class LossConfig:
     """Davidson's tie weight nu: learned (a trained scalar kept with the model) or a fixed number >= 0."""
     group_weighting: str = "group"
     """group: a group's pairs weigh 1 in all (InstructGPT); pair: every ordered pair weighs 1."""
-
     use_margin: bool = False
     """Subtract each pair's `margin` (when the data has one) inside the sigmoid, as in Llama 2's RM."""
     center_rewards_coef: float = 0.0
     """Weight of the mean squared (r_chosen + r_rejected) term that keeps rewards centred on zero."""
+    preference_coef: float = 1.0
+    """Weight of the preference term in the loss; 0 trains the attribute outputs alone (model.head.attributes)."""
+    attribute_coef: float = 1.0
+    """Weight of the attribute regression term (only with model.head.attributes)."""
+    attribute_loss: str = "mse"
+    """Attribute regression: mse, or gaussian (negative log-likelihood with a learned scale per attribute)."""
 
 
 @dataclass
@@ -235,8 +241,7 @@ class TrainConfig:
     save_total_limit: int = 3
     """Keep only the newest this many checkpoints (0: keep all)."""
     resume: str = ""
-    """`auto`: continue from the newest complete checkpoint in `output_dir` (start afresh if there is none);
-    a path: continue from that checkpoint; empty: start afresh."""
+    """Resume from: `auto`, the newest complete checkpoint in `output_dir` (if any); a path; empty: start afresh."""
     overwrite: bool = False
     """Start afresh in an output_dir holding an earlier run, deleting that run's files first (else that is refused)."""
     max_nonfinite: int = 5

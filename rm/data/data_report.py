@@ -97,7 +97,7 @@ class DataReport:
             lines.append(f"skipped {len(self.skipped)} bad records {self.skipped_counts()} (each in skipped.jsonl)")
         if self.repaired:
             lines.append(f"repaired {len(self.repaired)} records {self.repaired_counts()} (each in skipped.jsonl)")
-        for topic in ("argilla", "rows", "grouped", "mixture", "subset_filter", "capped"):
+        for topic in ("argilla", "rows", "grouped", "mixture", "subset_filter", "capped", "attributes"):
             if self.notes.get(topic):
                 lines.append(f"{topic}: {self.notes[topic]}")
         return lines + self._shape()

@@ -24,6 +24,7 @@ in the report under `grouped`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -89,9 +90,11 @@ def group_rows(rows: list[Row], report: DataReport) -> Group:
     responses = tuple(row.response for row in rows)
     origin = joined_origin([row.origin for row in rows])
     first = rows[0]
+    attributes = None if first.attributes is None else tuple(row.attributes for row in rows)
     return Group(
-        first.prompt, responses, ranks_from_scores(scores), first.subset, origin, first.turn_starts, tuple(scores)
-    )
+        first.prompt, responses, ranks_from_scores(scores), first.subset, origin, first.turn_starts, tuple(scores),
+        attributes=attributes,
+    )  # fmt: skip
 
 
 def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pair | Group:
@@ -121,7 +124,21 @@ def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pai
         report.count("grouped", "margins_dropped", dropped)
     first = pairs[0]
     origin = joined_origin([p.origin for p in pairs])
-    return Group(first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples)
+    attributes = merged_attributes(pairs, index)
+    return Group(first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples, attributes)
+
+
+def merged_attributes(pairs: list[Pair], index: dict[str, int]) -> tuple[tuple[float, ...], ...] | None:
+    """Each response's attribute scores in a merged group: per score, the first record that gives it."""
+    if all(p.attributes is None for p in pairs):
+        return None
+    width = len(next(p.attributes for p in pairs if p.attributes is not None))
+    out = [[math.nan] * width for _ in index]
+    for p in pairs:
+        for text, scores in zip((p.chosen, p.rejected), p.attributes or (), strict=False):
+            row = out[index[text]]
+            out[index[text]] = [old if not math.isnan(old) else new for old, new in zip(row, scores, strict=True)]
+    return tuple(tuple(row) for row in out)
 
 
 def levels(k: int, edges: list[tuple[int, int]]) -> tuple[tuple[int, ...], set[tuple[int, int]]]:

@@ -24,6 +24,7 @@ from rm.config import DataConfig
 from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.data_report import DataReport
+from rm.data.formats.attributes import attribute_notes
 from rm.data.formats.chat import Renderer
 from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
@@ -144,15 +145,19 @@ def load_pairs(
     tokenizer: Any = None,
     report: DataReport | None = None,
     listwise: bool = False,
+    head: Any = None,
 ) -> list[Example]:
     """The `split` of `source` as pairs and groups; `cfg` gives format, columns, bad-record mode, Argilla and
-    grouping options. `listwise` (loss.type plackett_luce): a merged group whose orders contradict is a bad record."""
+    grouping options. `listwise` (loss.type plackett_luce): a merged group whose orders contradict is a bad record.
+    `head` (`model.head`): its attributes' scores are read per response (rm/data/formats/attributes.py)."""
     cfg = cfg or DataConfig()
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
         _refuse_red_team("data.format" if cfg.format == "red-team" else "data.subsets")
     renderer = Renderer(tokenizer, cfg.chat_template)
     ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
+    if head is not None and head.attributes:
+        ctx.attributes, ctx.attribute_scales = tuple(head.attributes), dict(head.attribute_scales)
     path = Path(source).expanduser()
     pairs: list = []
     if path.exists():
@@ -190,8 +195,11 @@ class LoadedData:
     report: DataReport
 
 
-def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False) -> LoadedData:
-    """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed."""
+def load_data(
+    cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False, head: Any = None
+) -> LoadedData:
+    """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed;
+    with `head.attributes` (`model.head`) each response's attribute scores too, their scales in the report."""
     report = DataReport(cfg.on_bad_record)
     source = cfg.source
     if source == "synthetic":
@@ -199,13 +207,14 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise
 
         s = cfg.synthetic
         source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
-    train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report, listwise=listwise)
+    options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head}
+    train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, **options)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(
             f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
             "to hold out data.eval_fraction of it"
         )
-    train, held = _held_out(cfg, source, train, tokenizer, report, listwise)
+    train, held = _held_out(cfg, source, train, tokenizer, report, listwise, head)
     if cfg.mixture:
         train = apply_mixture(train, cfg.mixture, cfg.split_seed, report)
     if cfg.max_train_pairs:
@@ -216,6 +225,8 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise
     report.notes["groups"] = {"train": shape_counts(train), "eval": shape_counts(held)}
     if not cfg.eval_split:
         report.notes["groups"]["split_version"] = cfg.split_version
+    if head is not None and head.attributes:
+        report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
     return LoadedData(train, held, report)
 
 
@@ -236,13 +247,13 @@ def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None
 
 
 def _held_out(
-    cfg: DataConfig, source: str, train: list[Example], tokenizer: Any, report: DataReport, listwise: bool = False
-) -> tuple[list[Example], list[Example]]:
+    cfg: DataConfig, source: str, train: list[Example], tokenizer: Any, report: DataReport, listwise: bool = False,
+    head: Any = None,
+) -> tuple[list[Example], list[Example]]:  # fmt: skip
     """(train, eval): the `eval_split` of `source` beside `train`, or `train` less its seeded held-out part."""
     if cfg.eval_split:
-        held = load_pairs(
-            source, cfg.eval_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report, listwise=listwise
-        )
+        options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head}
+        held = load_pairs(source, cfg.eval_split, cfg.subsets, cfg, **options)
         return train, held
     return holdout_split(train, cfg.eval_fraction, cfg.split_seed, cfg.split_version)
 

@@ -238,6 +238,19 @@ def tokenization_section(facts: CardFacts) -> str:
     )
 
 
+def outputs_section(names: list[str]) -> str:
+    """What each output of a model with attribute heads (issue 26) is, and how to read them all; "" without."""
+    if not names:
+        return ""
+    rows = "\n".join(f"| {i} | `{name}` | regression on the `{name}` ratings |" for i, name in enumerate(names, 1))
+    return (
+        "## Outputs\n\n| index | `id2label` | what |\n| --- | --- | --- |\n| 0 | `reward` | the reward (as above) |\n"
+        f"{rows}\n\n`logits[:, 0]` is the reward and `logits[:, 1:]` the ratings, on the scales in config.json's "
+        "`attribute_scales`. A text-classification pipeline returns only the top label of a model with several "
+        'outputs: pass `top_k=None, function_to_apply="none"` to get every named output.\n\n'
+    )
+
+
 def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     """The README.md text: YAML front matter for the Hub, then the sections above."""
     written = {
@@ -246,8 +259,10 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         "concat": "`prompt + response` as the records write them, with nothing between",
         "mixed": "several record formats, each written its own way",
     }[facts.chat_template]
+    names = cfg.model.head.attributes
+    outputs = f"{1 + len(names)} outputs, the scalar reward (index 0) and {len(names)} ratings" if names else ""
     intro = (
-        f"A reward model: `AutoModelForSequenceClassification` with one output, the scalar reward of a "
+        f"A reward model: `AutoModelForSequenceClassification` with {outputs or 'one output, the scalar reward'} of a "
         f"text, read at its last token. This folder holds {_weights_line(facts)}. It was trained on prompt + response "
         f"text as the training data writes it ({written}; see 'Tokenization'), so score text written the same way."
     )
@@ -255,6 +270,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
+        + outputs_section(names)
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
         + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"

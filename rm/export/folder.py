@@ -1,12 +1,12 @@
 """Export: a standard `AutoModelForSequenceClassification` folder that plain transformers loads.
 
-The folder holds the model (num_labels=1, the head under the architecture's own name, safetensors
-only), the tokenizer (with the chat template that rendered the training text, and what transformers 4.x,
-TRL, RewardBench and OpenRLHF need: rm/export/compat.py), `pad_token_id` in the config, the
-run's config as `rm_config.yaml`, the eval.json that describes these weights (when there is one) and
-a model card, `README.md`. LoRA weights are merged into the base weights, keeping the trained copy of
-the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model of
-the same class, so a wrapper prefix or a lost head cannot reach the folder.
+The folder holds the model (num_labels=1, or 1 + A named attribute outputs: rm/export/outputs.py; the head
+under the architecture's own name, safetensors only), the tokenizer (with the chat template that rendered the
+training text, and what transformers 4.x, TRL, RewardBench and OpenRLHF need: rm/export/compat.py),
+`pad_token_id` in the config, the run's config as `rm_config.yaml`, the eval.json that describes these weights
+(when there is one) and a model card, `README.md`. LoRA weights are merged into the base weights, keeping the
+trained copy of the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model
+of the same class, so a wrapper prefix or a lost head cannot reach the folder.
 
 The end of `rm train` and `python -m rm export` both call `export_model`, so a run's `export/` and an
 export of its last checkpoint are the same files. Plain transformers reads the score at the last
@@ -34,10 +34,10 @@ from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
 from rm.export.compat import export_tokenizer, finish_folder, template_kind
 from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
+from rm.export.outputs import attribute_names, attribute_scales, set_output_labels, unnamed_outputs
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.export.usage import held_out_example
-from rm.model.reward import score_head
 from rm.tokens.prepare import prepare_data
 from rm.tokens.store import EncodedGroup
 
@@ -85,11 +85,11 @@ def lora_facts(cfg: RunConfig, hf: PreTrainedModel) -> dict | None:
     return {"r": cfg.model.lora.r, "lora_alpha": cfg.model.lora.alpha, "target_modules": sorted(targets)}
 
 
-def set_reward_config(hf: PreTrainedModel, pad_token_id: int, norm: dict | None) -> None:
-    """One raw reward, read as regression (so a text-classification pipeline applies no sigmoid), and the
-    normalisation both as `reward_normalization` and as the `mean`/`std` that OpenRLHF reads."""
-    hf.config.num_labels = 1
-    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
+def set_reward_config(hf: PreTrainedModel, pad_token_id: int, norm: dict | None, scales: dict | None = None) -> None:
+    """One raw reward (and named attribute outputs after it: rm/export/outputs.py), read as regression (so a
+    text-classification pipeline applies no sigmoid), and the normalisation both as `reward_normalization`
+    and as the `mean`/`std` that OpenRLHF reads."""
+    set_output_labels(hf, scales or {})
     hf.config.problem_type = "regression"
     hf.config.pad_token_id = pad_token_id
     for key in ("reward_normalization", "mean", "std"):
@@ -110,8 +110,8 @@ def check_names(hf: PreTrainedModel) -> None:
             f"{type(hf).__name__} would be saved under names transformers does not expect: "
             f"extra {sorted(actual - expected)[:3]}, missing {sorted(expected - actual)[:3]}"
         )
-    if score_head(hf).out_features != 1:
-        raise ExportError(f"the score head has {score_head(hf).out_features} outputs; a reward model has 1")
+    if unnamed_outputs(hf):
+        raise ExportError(unnamed_outputs(hf))
 
 
 EXPORT_FILES = ("README.md", "rm_config.yaml", "eval.json", "config.json", "generation_config.json",
@@ -204,7 +204,7 @@ def export_model(
         scores = score_encoded(hf, data.train, tokenizer.pad_token_id, cfg.train.eval_batch_size)
         norm = normalization(scores, describe_training_data(cfg, len(data.train)))
 
-    set_reward_config(hf, tokenizer.pad_token_id, norm)
+    set_reward_config(hf, tokenizer.pad_token_id, norm, attribute_scales(cfg, attribute_names(hf)))
     point_config_at_modeling_file(hf)  # auto_map for rm's reward head on a causal LM, if this is one
     facts = CardFacts(
         architecture=type(hf).__name__,

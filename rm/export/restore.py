@@ -184,6 +184,7 @@ def load_weights(model: torch.nn.Module, weights: Path) -> None:
         if EXTRA_STATE in saved:
             nu = learned_nu(f.get_tensor(saved.pop(EXTRA_STATE)).float())
             transformers_model(model).config.rm_davidson_nu = float(nu)
+        saved.pop("attribute_log_scale", None)  # loss.attribute_loss=gaussian's sigmas: the loss's, not the model's
         missing, unexpected = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
         if missing or unexpected:
             hint = ""

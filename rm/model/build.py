@@ -36,7 +36,7 @@ def random_config(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_toke
         "tie_word_embeddings": False,
         "num_labels": 1,
         "pad_token_id": pad_token_id,
-    }
+    } | output_labels(cfg)
     try:
         config = AutoConfig.for_model(r.model_type, **(shape | dict(r.config)))
     except (ValueError, TypeError, KeyError) as e:  # unknown model type, or a config its validators refuse
@@ -46,6 +46,18 @@ def random_config(cfg: ModelConfig, vocab_size: int, pad_token_id: int, eos_toke
     if why:
         raise ConfigError(f"model.random_init.model_type: {why}")
     return config
+
+
+def output_labels(cfg: ModelConfig) -> dict:
+    """With `model.head.attributes`, the config keys of a 1 + A output head: output 0 the reward (what every client
+    of a one-output reward model reads), then one regression output per attribute, named. Without them nothing,
+    so a model without attributes is built exactly as before."""
+    names = cfg.head.attributes
+    if not names:
+        return {}
+    id2label = {i: name for i, name in enumerate(["reward", *names])}
+    label2id = {name: i for i, name in id2label.items()}
+    return {"num_labels": 1 + len(names), "id2label": id2label, "label2id": label2id, "problem_type": "regression"}
 
 
 def attention(cls: type[PreTrainedModel], cfg: ModelConfig) -> str:
@@ -82,7 +94,7 @@ def build_model(
 ) -> PreTrainedModel:
     """Load `cfg.name_or_path`, or build a random model of `cfg.random_init`'s shape (seed first); a
     `max_length` (collator.max_length) above its position limit is a ConfigError before any weight is read."""
-    common = {"num_labels": 1, "pad_token_id": pad_token_id}
+    common = {"num_labels": 1, "pad_token_id": pad_token_id} | output_labels(cfg)
     if cfg.name_or_path:
         config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
         check_positions(max_length, config, "collator.max_length", cfg.name_or_path)

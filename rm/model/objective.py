@@ -8,10 +8,15 @@ one pair, and the loss is exactly the Bradley-Terry loss of rm/model/loss.py, te
 
 Davidson's tie weight nu, when learned, is a parameter of the reward model (`RewardModel.tie_nu`): trained by
 the same optimizer, saved in its checkpoints, and written into the export's config.json as `rm_davidson_nu`.
+
+With `model.head.attributes` (issue 26) the head's outputs 1..A regress each response's scores (`training_loss`):
+a group's attribute term is the mean loss over its scored (response, attribute) entries, weighted as the
+group's preference term is, so the step normalisation stays exact; a missing score (NaN) adds nothing.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from rm.collate.comparisons import comparison_counts
-from rm.config.schema import LossConfig
+from rm.config.schema import LossConfig, RunConfig
 from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss
 from rm.tokens.store import EncodedGroup
 
@@ -29,6 +34,14 @@ def tie_parameter(cfg: LossConfig) -> torch.nn.Parameter | None:
     if cfg.ties == "davidson" and cfg.davidson_nu == "learned":
         return torch.nn.Parameter(torch.zeros(()))
     return None
+
+
+def loss_parameters(cfg: RunConfig) -> tuple[torch.nn.Parameter | None, torch.nn.Parameter | None]:
+    """(Davidson's nu, the attributes' log-scales): the loss's own trained parameters, kept in the reward model.
+    The log-scales (sigma = exp, 1 to start) exist only for `loss.attribute_loss=gaussian` with attributes."""
+    gaussian = cfg.loss.attribute_loss == "gaussian" and cfg.model.head.attributes
+    scale = torch.nn.Parameter(torch.zeros(len(cfg.model.head.attributes))) if gaussian else None
+    return tie_parameter(cfg.loss), scale
 
 
 def step_weight(cfg: LossConfig, strict: int, ties: int) -> int:
@@ -91,3 +104,48 @@ def preference_loss(
     if center is not None:
         per_pair = per_pair + center
     return (per_pair * w).sum(), weight
+
+
+def group_step_weights(cfg: LossConfig, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[groups]: each group's weight in its optimizer step, `step_weight` computed from the batch's index tensors."""
+    groups = len(batch["subset_ids"])
+    n = torch.bincount(batch["pair_group"], minlength=groups)
+    if cfg.ties == "davidson":
+        n = n + torch.bincount(batch["tie_group"], minlength=groups)
+    return n if cfg.group_weighting == "pair" and cfg.type == "pairwise" else (n > 0).long()
+
+
+def attribute_loss(
+    kind: str, pred: torch.Tensor, target: torch.Tensor, entry_weight: torch.Tensor, log_scale: torch.Tensor | None
+) -> torch.Tensor:
+    """Summed regression loss of `pred` against `target` ([responses, A] each, NaN where a score is missing),
+    each entry weighted by `entry_weight` ([responses, A]). mse: (pred - y)^2. gaussian: the negative
+    log-likelihood of y under Normal(pred, sigma_a), (pred - y)^2 / (2 sigma_a^2) + log sigma_a + log(2 pi) / 2,
+    sigma_a = exp(log_scale[a]) learned per attribute (a scale that says how noisy each rating is)."""
+    scored = ~target.isnan()
+    error = torch.where(scored, pred - target.nan_to_num(), torch.zeros_like(pred))
+    if kind == "gaussian":
+        per_entry = 0.5 * (error * torch.exp(-log_scale)) ** 2 + log_scale + 0.5 * math.log(2 * math.pi)
+    else:
+        per_entry = error**2
+    return (per_entry * entry_weight * scored).sum()
+
+
+def training_loss(
+    cfg: LossConfig, out: torch.Tensor, batch: dict[str, torch.Tensor], nu_raw: torch.Tensor | None = None,
+    log_scale: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(summed loss, weight) of one micro-batch from the head's outputs: rewards [responses] give
+    `preference_loss` as it is; [responses, 1 + A] give preference_coef * that of column 0 + attribute_coef *
+    the attribute term, each group's entries averaged and weighted as its preference term."""
+    if out.dim() == 1:
+        return preference_loss(cfg, out, batch, nu_raw)
+    preference, weight = preference_loss(cfg, out[:, 0], batch, nu_raw)
+    target = batch["attributes"].to(out.dtype)  # [responses, A]
+    group = batch["response_group"]
+    counts = torch.zeros(len(batch["subset_ids"]), dtype=out.dtype, device=out.device)
+    counts.index_add_(0, group, (~target.isnan()).sum(1).to(out.dtype))
+    share = group_step_weights(cfg, batch).to(out.dtype) / counts.clamp(min=1)  # [groups]
+    entry_weight = share[group][:, None].expand_as(target)
+    attributes = attribute_loss(cfg.attribute_loss, out[:, 1:], target, entry_weight, log_scale)
+    return cfg.preference_coef * preference + cfg.attribute_coef * attributes, weight

@@ -59,11 +59,15 @@ class RewardModel(nn.Module):
       is built here on the device, and `reward_index` gives the flat positions to read.
     """
 
-    def __init__(self, hf: nn.Module, tie_nu: nn.Parameter | None = None):
+    def __init__(
+        self, hf: nn.Module, tie_nu: nn.Parameter | None = None, attribute_log_scale: nn.Parameter | None = None
+    ):
         super().__init__()
         self.hf = hf  # a transformers model, or a peft PeftModel around one (LoRA)
         self.tie_nu = tie_nu
         """Davidson's learned tie weight before its softplus (rm/model/objective.py); None unless the loss learns it."""
+        self.attribute_log_scale = attribute_log_scale
+        """[A] log sigma per attribute of `loss.attribute_loss=gaussian` (rm/model/objective.py); None otherwise."""
         score_head(hf)  # fail at construction, not at the first batch, for models without one
 
     @property
@@ -80,7 +84,8 @@ class RewardModel(nn.Module):
         segment_ids: torch.Tensor | None = None,
         reward_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared)."""
+        """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared); with attribute
+        outputs (`model.head.attributes`), the head's [n, 1 + A], column 0 the reward."""
         if pair_ids is not None:
             limit = masks.column_limit(transformers_model(self.hf).config)
             if limit is not None and pair_ids.shape[1] > limit:
@@ -100,7 +105,8 @@ class RewardModel(nn.Module):
             rows = torch.arange(hidden.shape[0], device=hidden.device)
             reward_index = rows * hidden.shape[1] + last_token_index(attention_mask)  # [rows]
         picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
-        return score_head(self.hf)(picked).squeeze(-1).float()
+        out = score_head(self.hf)(picked)  # [n, 1] or [n, 1 + A]
+        return (out.squeeze(-1) if out.shape[-1] == 1 else out).float()
 
     def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor, position_ids: torch.Tensor):
         """The packing rule and each layer type's own window or chunk: one mask, or a dict by layer type."""
@@ -127,6 +133,12 @@ def takes_use_cache(cls: type) -> bool:
 def group_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The reward of every response of the batch's groups, [responses], in the layouts' order
     (rm/collate/padded.py: response slot by slot; for pairs every chosen, then every rejected)."""
+    out = group_outputs(model, batch)
+    return out if out.dim() == 1 else out[:, 0]
+
+
+def group_outputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`group_rewards`, or with attribute outputs the head's [responses, 1 + A] (column 0 the reward)."""
     if "pair_ids" in batch:
         return model(
             input_ids=batch["input_ids"],

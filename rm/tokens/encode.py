@@ -20,7 +20,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from rm.data.formats.group import pairs_of, rank_of, responses_of, scores_of
+from rm.data.formats.group import attributes_of, pairs_of, rank_of, responses_of, scores_of
 from rm.data.heap import trim_heap
 from rm.data.load import Example, LoadedData
 from rm.tokens.encode_report import EncodeReport, percentiles
@@ -127,12 +127,13 @@ def encoded_group(
 ) -> EncodedGroup:
     """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions."""
     prompt, responses, keep = fitted
-    rank, scores, explicit = rank_of(item), scores_of(item), pairs_of(item)
+    rank, scores, explicit, scored = rank_of(item), scores_of(item), pairs_of(item), attributes_of(item)
     at = {k: n for n, k in enumerate(keep)}
     flat = [] if explicit is None else [x for a, b, tie in explicit if a in at and b in at for x in (at[a], at[b], tie)]
     return EncodedGroup(
         prompt, responses, [rank[k] for k in keep], subset_id, getattr(item, "margin", None) or 0.0, index,
         [scores[k] for k in keep] if scores is not None else [], flat, prompt_id(item.prompt),
+        [s for k in keep for s in scored[k]] if scored is not None else (),
     )  # fmt: skip
 
 
@@ -148,6 +149,7 @@ def encode_kept(
     index = {name: i for i, name in enumerate(subset_names)}
     report = EncodeReport()
     batches, positions = [], []
+    scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
 
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
@@ -170,7 +172,7 @@ def encode_kept(
             fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
             positions.append(start + k)
         report.kept += len(fitted)
-        batches.append(record_batch(fitted))
+        batches.append(record_batch(fitted, scored))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         chunks[n] = ([], starts)
         bar.update(len(chunk))

@@ -26,7 +26,7 @@ def _encode_share(job: tuple) -> tuple[pa.Table, pa.Table, EncodeReport, EncodeR
 
 def _renumbered(tables: list[pa.Table]) -> EncodedSplit:
     """The shares' tables as one split, each group's `index` its position in the whole."""
-    table = pa.concat_tables(tables)
+    table = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])  # an empty share: no attributes
     index = pa.array(range(table.num_rows), pa.int64())
     return EncodedSplit(table.set_column(table.schema.get_field_index("index"), "index", index))
 

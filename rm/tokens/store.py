@@ -1,11 +1,10 @@
 """Encoded groups kept in Arrow columns, not as Python lists: what a split of 160,000 pairs costs in memory.
 
-The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`:
-0 is the best; equal ranks are ties). A pair is a group of two, chosen (rank 0) over rejected (rank 1).
-
-One group holding `list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object);
-an Arrow `list<int32>` column costs 4, and a memory-mapped one costs nothing until read and is shared by
-every process that maps the same file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs).
+The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`: 0 is
+the best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
+`list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object); an Arrow `list<int32>`
+column costs 4, and a memory-mapped one costs nothing until read and is shared by every process that maps the
+same file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs).
 
 `EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives
 an `EncodedGroup` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
@@ -38,7 +37,9 @@ SCHEMA = pa.schema(
         ("prompt_id", pa.int64()),
     ]
 )
-"""The columns of an encoded split (an Arrow cache file holds exactly these)."""
+"""The columns of an encoded split (an Arrow cache file holds exactly these, or `SCORED`'s)."""
+SCORED = SCHEMA.append(pa.field("attributes", pa.list_(pa.float64())))
+"""SCHEMA + `attributes` (flat [responses x A] scores, NaN = missing) only with `model.head.attributes` (issue 26)."""
 
 INT32 = pa.int32()
 TokenIds = Sequence[int] | np.ndarray
@@ -65,12 +66,12 @@ class EncodedGroup:
     pairwise records, whose given pairs need not form a ranking); empty: every pair ordered by `rank`."""
     prompt_id: int = -1
     """Equal prompts share one id (eval resamples prompts, not pairs)."""
+    attributes: Sequence[float] = ()
+    """Attribute scores, flat [responses x A] (response k's are [k * A, (k + 1) * A)), NaN = missing; () = none."""
 
     @classmethod
-    def pair(
-        cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,
-        margin: float = 0.0, index: int = -1,
-    ) -> EncodedGroup:  # fmt: skip
+    def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,
+             margin: float = 0.0, index: int = -1) -> EncodedGroup:  # fmt: skip
         """A pair: the group (prompt, [chosen, rejected]) with chosen ranked first."""
         return cls(prompt_ids, [chosen_ids, rejected_ids], [0, 1], subset_id, margin, index)
 
@@ -107,9 +108,10 @@ def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataT
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
 
 
-def record_batch(groups: Iterable[EncodedGroup]) -> pa.RecordBatch:
-    """One record batch of `SCHEMA` from groups (lists or arrays), without a Python list per token."""
+def record_batch(groups: Iterable[EncodedGroup], scored: bool | None = None) -> pa.RecordBatch:
+    """One record batch of `SCHEMA`, or `SCORED` if `scored` (None: if a group has attributes), from groups."""
     groups = list(groups)
+    scored = any(len(g.attributes) for g in groups) if scored is None else scored
     prompts = [np.asarray(g.prompt_ids, dtype=np.int32).reshape(-1) for g in groups]
     responses = [np.asarray(r, dtype=np.int32).reshape(-1) for g in groups for r in g.response_ids]
     counts = [np.zeros(len(g.response_ids)) for g in groups]  # only their lengths are read
@@ -124,19 +126,19 @@ def record_batch(groups: Iterable[EncodedGroup]) -> pa.RecordBatch:
         _lists([np.asarray(g.pairs, dtype=np.int32) for g in groups]),
         pa.array([g.prompt_id for g in groups], type=pa.int64()),
     ]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+    if scored:
+        columns.append(_lists([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
+    return pa.RecordBatch.from_arrays(columns, schema=SCORED if scored else SCHEMA)
 
 
 @dataclass
 class GroupLengths:
-    """Token counts of every group, as numpy arrays: all that batch planning reads."""
+    """Token counts of every group as numpy arrays, all that batch planning reads: `prompt` [groups], `responses`
+    [responses] group after group, `starts` [groups + 1] (group g's are `responses[starts[g]:starts[g + 1]]`)."""
 
     prompt: np.ndarray
-    """[groups]"""
     responses: np.ndarray
-    """[responses], group after group"""
     starts: np.ndarray
-    """[groups + 1]: group g's responses are `responses[starts[g]:starts[g + 1]]`"""
 
     @property
     def segment(self) -> np.ndarray:
@@ -174,7 +176,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
     """
 
     def __init__(self, table: pa.Table):
-        if not table.schema.equals(SCHEMA):
+        if not (table.schema.equals(SCHEMA) or table.schema.equals(SCORED)):
             raise DataError(f"encoded groups need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
         nulls = [name for name in SCHEMA.names if table.column(name).null_count]
         if nulls:
@@ -191,6 +193,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._rank = [_views(b.column("rank")) for b in batches]
         self._scores = [_views(b.column("scores")) for b in batches]
         self._pairs = [_views(b.column("pairs")) for b in batches]
+        self._scored = [_views(b.column("attributes")) for b in batches] if "attributes" in table.schema.names else []
         self._prompt_id = table.column("prompt_id").to_numpy()
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
@@ -198,7 +201,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
 
     @classmethod
     def from_batches(cls, batches: list[pa.RecordBatch]) -> EncodedSplit:
-        return cls(pa.Table.from_batches(batches, schema=SCHEMA))
+        return cls(pa.Table.from_batches(batches, schema=batches[0].schema if batches else SCHEMA))
 
     @classmethod
     def from_groups(cls, groups: Iterable[EncodedGroup]) -> EncodedSplit:
@@ -234,9 +237,11 @@ class EncodedSplit(Sequence[EncodedGroup]):
         rank = ranks[rank_offsets[j] : rank_offsets[j + 1]].tolist()
         prompt = values[offsets[j] : offsets[j + 1]]
         (s_at, scores), (p_at, pairs) = self._scores[b], self._pairs[b]
+        scored = self._scored[b] if self._scored else None
         return EncodedGroup(
             prompt, responses, rank, int(self._subset[i]), float(self._margin[i]), int(self._index[i]),
             scores[s_at[j] : s_at[j + 1]].tolist(), pairs[p_at[j] : p_at[j + 1]].tolist(), int(self._prompt_id[i]),
+            scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:
@@ -275,14 +280,11 @@ def id_lengths(groups: Sequence[EncodedGroup]) -> GroupLengths:
     return _lengths([prompt], [counts], [responses])
 
 
-# ---- an encoded split as an Arrow IPC file (the cache's entries hold these) ----
-
-
 def split_to_table(split: Sequence[EncodedGroup]) -> pa.Table:
-    """An encoded split as an Arrow table of SCHEMA (a columnar split's own `.table` as it is)."""
+    """An encoded split as an Arrow table of SCHEMA or SCORED (a columnar split's own `.table` as it is)."""
     if isinstance(split, EncodedSplit):
         return split.table
-    return pa.Table.from_batches([record_batch(split)], schema=SCHEMA)
+    return EncodedSplit.from_groups(split).table
 
 
 def write_split(split: Sequence[EncodedGroup], path: Path) -> None:
@@ -294,7 +296,4 @@ def write_split(split: Sequence[EncodedGroup], path: Path) -> None:
 
 def read_split(path: Path) -> EncodedSplit:
     """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
-    table = pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
-    if table.schema != SCHEMA:
-        raise ValueError(f"unexpected columns {table.schema.names} (types {table.schema.types})")
-    return EncodedSplit(table)
+    return EncodedSplit(pa.ipc.open_stream(pa.memory_map(str(path))).read_all())  # columns checked there

@@ -36,8 +36,8 @@ from rm.config.atomic import no_space, write_text
 from rm.config.rundir import RunDir
 from rm.data.heap import hold_freed_memory
 from rm.evaluation.gather import evaluate
-from rm.model.objective import preference_loss
-from rm.model.reward import group_rewards
+from rm.model.objective import training_loss
+from rm.model.reward import group_outputs
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
 from rm.training.faults import Preemption, explain_oom, skip_nonfinite
@@ -111,6 +111,7 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     meter = Meter(accelerator.device, state.pending if accelerator.is_main_process else None)
     bar = progress_bar(run)
     tie_nu = accelerator.unwrap_model(run.model).tie_nu  # Davidson's learned nu, or None
+    log_scale = accelerator.unwrap_model(run.model).attribute_log_scale  # loss.attribute_loss=gaussian's, or None
     start_log(run)
     run.model.train()
     if accelerator.device.type == "cpu":  # steps re-use the pages the last one freed (rm/data/heap.py)
@@ -122,8 +123,9 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                 # accelerate's step count syncs every grad_accum-th micro-batch: each process's epoch is a
                 # multiple of grad_accum micro-batches, and a resumed run starts at a step boundary.
                 with accelerator.accumulate(run.model):
-                    r = group_rewards(run.model, batch)
-                    loss, weight = preference_loss(run.cfg.loss, r, batch, tie_nu)
+                    out = group_outputs(run.model, batch)  # [responses], or [responses, 1 + A] with attributes
+                    loss, weight = training_loss(run.cfg.loss, out, batch, tie_nu, log_scale)
+                    r = out if out.dim() == 1 else out[:, 0]
                     accelerator.backward(loss * scale)
                     meter.add(loss, weight, r[batch["better"]], r[batch["worse"]])
                     stop = optimizer_step(run, meter, preemption) if accelerator.sync_gradients else ""

@@ -33,7 +33,7 @@ from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
-from rm.model.objective import group_weights, tie_parameter
+from rm.model.objective import group_weights, loss_parameters
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
 from rm.model.threads import busy_note, set_threads
@@ -160,7 +160,7 @@ def build_reward_model(
         else:
             max_length = cfg.collator.max_length  # refused above the model's position limit
             hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_length)
-        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf, tie_parameter(cfg.loss))
+        return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf, *loss_parameters(cfg))
 
     with loading("model.name_or_path", cfg.model.name_or_path):
         model = new_model(quantized=cfg.model.lora.qlora)

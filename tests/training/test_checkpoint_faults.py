@@ -20,8 +20,8 @@ from rm.cli import main as cli
 from rm.config import load_config
 from rm.config.rundir import MARKER, STATE, WEIGHTS, RunDir
 from rm.errors import RMError, TrainingError
-from rm.model.objective import preference_loss
-from rm.model.reward import group_rewards
+from rm.model.objective import training_loss
+from rm.model.reward import group_outputs
 from rm.training.checkpoint import resume_point
 from rm.training.checkpoint_folder import seal
 from rm.training.run import main
@@ -159,9 +159,9 @@ def test_a_diverged_model_is_never_checkpointed_and_never_exported(tmp_path, mon
         if calls[0] == 3:
             with torch.no_grad():
                 next(model.parameters()).fill_(float("inf"))
-        return group_rewards(model, batch)
+        return group_outputs(model, batch)
 
-    monkeypatch.setattr(rm.training.loop, "group_rewards", blow_up)
+    monkeypatch.setattr(rm.training.loop, "group_outputs", blow_up)
     out = tmp_path / "run"
     limits = ["train.save_steps=1", "train.save_total_limit=2", "train.max_nonfinite=4"]
     with pytest.raises(TrainingError, match="stopping at step 6"):
@@ -189,10 +189,10 @@ def test_train_log_holds_null_never_nan_for_a_skipped_interval(tmp_path, monkeyp
 
     def nan_in_steps_3_4(*args, **kwargs):
         count[0] += 1
-        value, weight = preference_loss(*args, **kwargs)
+        value, weight = training_loss(*args, **kwargs)
         return (value * float("nan") if count[0] in (3, 4) else value), weight
 
-    monkeypatch.setattr(rm.training.loop, "preference_loss", nan_in_steps_3_4)
+    monkeypatch.setattr(rm.training.loop, "training_loss", nan_in_steps_3_4)
     main(config(tmp_path / "run", "train.save_steps=0"))
     text = (tmp_path / "run" / "train_log.jsonl").read_text()
     rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c} in train_log.jsonl")) for line in

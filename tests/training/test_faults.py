@@ -14,7 +14,7 @@ from conftest import REPO, TINY_MODEL
 from rm.cli import main as cli
 from rm.config import load_config
 from rm.errors import TrainingError
-from rm.model.objective import preference_loss
+from rm.model.objective import training_loss
 from rm.training.faults import oom_advice
 from rm.training.run import main
 
@@ -33,12 +33,12 @@ SMALL = [
 
 
 def nan_at(calls: set[int]):
-    """preference_loss, but NaN on the given (1-based) micro-batch calls: a stand-in for a bad batch."""
+    """training_loss, but NaN on the given (1-based) micro-batch calls: a stand-in for a bad batch."""
     count = [0]
 
     def loss(*args, **kwargs):
         count[0] += 1
-        value, weight = preference_loss(*args, **kwargs)
+        value, weight = training_loss(*args, **kwargs)
         return (value * float("nan") if count[0] in calls else value), weight
 
     return loss
@@ -49,7 +49,7 @@ def test_a_nonfinite_loss_skips_exactly_its_step(tmp_path, monkeypatch):
     with exactly the weights of a clean 5-step run (the skipped step touched neither weights nor Adam)."""
     common = SMALL + ["train.scheduler=constant", "train.warmup_ratio=0", "train.eval_steps=0"]
     main(load_config(QUICKSTART, common + ["train.max_steps=5", f"output_dir={tmp_path / 'clean'}"]))
-    monkeypatch.setattr(rm.training.loop, "preference_loss", nan_at({6}))
+    monkeypatch.setattr(rm.training.loop, "training_loss", nan_at({6}))
     result = main(load_config(QUICKSTART, common + ["train.max_steps=6", f"output_dir={tmp_path / 'nan'}"]))
 
     assert result["train"]["nonfinite_skipped"] == 1 and result["train"]["steps"] == 6
@@ -65,7 +65,7 @@ def test_a_nonfinite_loss_skips_exactly_its_step(tmp_path, monkeypatch):
 def test_nonfinite_losses_in_a_row_stop_the_run_naming_step_and_cause(tmp_path, monkeypatch):
     common = SMALL + ["train.max_steps=12", "train.max_nonfinite=3", "export.enabled=false"]
     # From step 4 on every loss is NaN: after 3 clean updates, so the learning rate is the suspect.
-    monkeypatch.setattr(rm.training.loop, "preference_loss", nan_at(set(range(4, 100))))
+    monkeypatch.setattr(rm.training.loop, "training_loss", nan_at(set(range(4, 100))))
     with pytest.raises(TrainingError) as err:
         main(load_config(QUICKSTART, common + [f"output_dir={tmp_path / 'late'}"]))
     message = str(err.value)
@@ -73,7 +73,7 @@ def test_nonfinite_losses_in_a_row_stop_the_run_naming_step_and_cause(tmp_path, 
     assert "learning rate is too high" in message and "train.lr=0.003" in message
 
     # NaN from the very first batch: before any update, so the data or the model, not the learning rate.
-    monkeypatch.setattr(rm.training.loop, "preference_loss", nan_at(set(range(1, 100))))
+    monkeypatch.setattr(rm.training.loop, "training_loss", nan_at(set(range(1, 100))))
     with pytest.raises(TrainingError, match=r"stopping at step 3: .*before any update.*data inspect"):
         main(load_config(QUICKSTART, common + [f"output_dir={tmp_path / 'early'}"]))
 
@@ -93,7 +93,7 @@ def test_out_of_memory_names_the_settings_to_lower(tmp_path, monkeypatch):
     def oom(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(rm.training.loop, "group_rewards", oom)
+    monkeypatch.setattr(rm.training.loop, "group_outputs", oom)
     cfg = load_config(QUICKSTART, SMALL + ["train.max_steps=3", f"output_dir={tmp_path}"])
     with pytest.raises(TrainingError) as err:
         main(cfg)
@@ -243,10 +243,10 @@ def test_a_nonfinite_gradient_with_a_finite_loss_skips_its_step(tmp_path, monkey
 
     def loss(*args, **kwargs):
         count[0] += 1
-        value, weight = preference_loss(*args, **kwargs)
+        value, weight = training_loss(*args, **kwargs)
         return (InfiniteGradient.apply(value) if count[0] == 6 else value), weight
 
-    monkeypatch.setattr(rm.training.loop, "preference_loss", loss)
+    monkeypatch.setattr(rm.training.loop, "training_loss", loss)
     result = main(load_config(QUICKSTART, common + ["train.max_steps=6", f"output_dir={tmp_path / 'inf'}"]))
     assert result["train"]["nonfinite_skipped"] == 1 and result["train"]["steps"] == 6
     clean = load_file(tmp_path / "clean" / "export" / "model.safetensors")
@@ -266,9 +266,9 @@ def test_a_stopped_run_exits_non_zero_and_its_export_says_it_did_not_finish(tmp_
         count[0] += 1
         if count[0] == 3:  # one micro-batch a step: seen at the end of step 3
             os.kill(os.getpid(), signal.SIGINT)
-        return preference_loss(*args, **kwargs)
+        return training_loss(*args, **kwargs)
 
-    monkeypatch.setattr(rm.training.loop, "preference_loss", ctrl_c_at_step_3)
+    monkeypatch.setattr(rm.training.loop, "training_loss", ctrl_c_at_step_3)
     out, export = tmp_path / "run", tmp_path / "export"
     assert cli(["train", str(QUICKSTART), *SMALL, "train.max_steps=8", f"output_dir={out}"]) == 130
     assert "stopped by SIGINT after step 3" in capsys.readouterr().out

@@ -41,6 +41,8 @@ class Group:
     pairs: tuple[tuple[int, int, bool], ...] | None = None
     """Explicit comparisons (a, b, tie): a better than b, or a ties b. None: every two responses, ordered by
     rank. Set for groups merged from pairwise records, whose `rank` is then the level in the given order."""
+    attributes: tuple[tuple[float, ...], ...] | None = None
+    """Per response, its scores of `model.head.attributes` (NaN where missing); None: none configured."""
 
 
 Example = Pair | Group
@@ -64,6 +66,11 @@ def scores_of(item: Pair | Group) -> tuple[float, ...] | None:
 
 def pairs_of(item: Pair | Group) -> tuple[tuple[int, int, bool], ...] | None:
     return None if isinstance(item, Pair) else item.pairs
+
+
+def attributes_of(item: Pair | Group) -> tuple[tuple[float, ...], ...] | None:
+    """Per response (in `responses_of`'s order), its attribute scores; None when none were read."""
+    return item.attributes
 
 
 def score_of(value: Any, field: str) -> float | None:

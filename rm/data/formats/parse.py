@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rm.data.formats.argilla import parse_argilla
+from rm.data.formats.attributes import pair_scores
 from rm.data.formats.chat import Message, messages_from
 from rm.data.formats.group import Group
 from rm.data.formats.hh import ASSISTANT, split_pair
@@ -146,6 +147,8 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
     if not isinstance(record, dict):
         raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
     out = PARSERS[fmt](record, origin, ctx)
+    if ctx.attributes and fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores
+        out[0].attributes = pair_scores(record, ctx.attributes, ctx.attribute_scales)
     return out if isinstance(out, list) else [out]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rm.data.formats.attributes import scores_from, ultrafeedback_scores
 from rm.data.formats.chat import Message, RenderedGroup, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
@@ -58,12 +59,13 @@ def rendered(
 def _rendered_group(
     prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
     ctx: ParseContext, record: dict, origin: str, fields: tuple[str, str], scores: tuple[float, ...] | None = None,
+    attributes: list[tuple[float, ...]] | None = None,
 ) -> Group:  # fmt: skip
     text = rendered(prompt, texts, names, ctx.renderer)
     subset = subset_of(record, ctx.subset)
     return checked_group(
         text.prompt, list(text.responses), rank, names, subset, origin, *fields, turn_starts=text.turn_starts,
-        scores=scores,
+        scores=scores, attributes=tuple(attributes) if ctx.attributes else None,
     )  # fmt: skip
 
 
@@ -81,7 +83,7 @@ def ultrafeedback_score(completion: dict, field: str, where: str) -> float | Non
 def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
     score_field = ctx.score_field or "overall_score"
     prompt = text_field(record, "instruction" if "instruction" in record else "prompt")
-    texts, scores, names = [], [], []
+    texts, scores, names, attributes = [], [], [], []
     for k, item in enumerate(_list(record, "completions")):
         where = f"completions[{k}]"
         completion = _object(item, where)
@@ -90,9 +92,11 @@ def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
             texts.append(string_of(completion.get("response"), f"{where}.response"))
             scores.append(score)
             names.append(f"{where}.response")
+            if ctx.attributes:
+                attributes.append(ultrafeedback_scores(completion, ctx.attributes, where, ctx.attribute_scales))
     rank = ranks_from_scores(scores)
     fields = ("completions", f"completions[].{score_field}")
-    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores))
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores), attributes)
 
 
 def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
@@ -133,12 +137,15 @@ def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
 
 
 def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
+    scales = ctx.attribute_scales
     raw = record.get("prompt")
     prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
-    texts, values, names, kinds = [], [], [], set()
+    texts, values, names, kinds, attributes = [], [], [], set(), []
     for k, item in enumerate(_list(record, "responses")):
         where = f"responses[{k}]"
         response = _object(item, where)
+        if ctx.attributes:
+            attributes.append(scores_from(response.get("attributes"), ctx.attributes, f"{where}.attributes", scales))
         if "messages" in response:
             texts.append(messages_from(response["messages"], f"{where}.messages"))
         else:
@@ -164,4 +171,4 @@ def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
     else:
         rank, scores = ranks_from_scores(values), tuple(values)
     fields = ("responses", f"responses[].{kind}")
-    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, scores)
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, scores, attributes)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rm.data.formats.attributes import row_scores
 from rm.data.formats.chat import messages_from
 from rm.data.formats.group import score_of
 from rm.data.formats.pair import ParseContext, subset_of, text_field
@@ -36,6 +37,8 @@ class Row:
     score_field: str
     """The column the score came from, for messages about the group."""
     turn_starts: tuple[int, ...] | None = None
+    attributes: tuple[float, ...] | None = None
+    """Its scores of `model.head.attributes` (NaN where missing); None: none configured."""
 
 
 def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
@@ -54,4 +57,5 @@ def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
         ctx.report.count("rows", "unscored_left_out")
         return []
     subset = subset_of(record, ctx.subset)
-    return [Row(text.prompt, text.responses[0], score, subset, origin, field, text.turn_starts)]
+    attributes = row_scores(record, ctx.attributes, ctx.attribute_scales) if ctx.attributes else None
+    return [Row(text.prompt, text.responses[0], score, subset, origin, field, text.turn_starts, attributes)]
