@@ -72,6 +72,10 @@ class EvalOptions:
     num_threads: int = 0
     """torch CPU threads; 0: the cores this process may use, shared by the processes on the node."""
 
+    def bootstrap(self) -> dict:
+        """eval.json's `eval.bootstrap`: how the intervals were drawn (resampling prompts), for `rm eval` and suites."""
+        return {"samples": self.samples, "seed": self.seed, "level": 0.95, "method": "percentile", "over": "prompts"}
+
 
 def describe_data(data: DataConfig, report: DataReport) -> str:
     """Which pairs were scored, in a sentence (eval.json's `eval.data`, report.md's first lines).
@@ -190,13 +194,7 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
         "prompts_truncated": rep.prompt_truncated,
         "max_length": max_length,
         "length_unit": "characters of the response",
-        "bootstrap": {
-            "samples": options.samples,
-            "seed": options.seed,
-            "level": 0.95,
-            "method": "percentile",
-            "over": "prompts",
-        },  # fmt: skip
+        "bootstrap": options.bootstrap(),
         "calibration_bins": len(result["calibration"]["bins"]),
         "processes": accelerator.num_processes,
         "seconds": round(time.perf_counter() - started, 1),

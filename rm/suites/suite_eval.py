@@ -126,13 +126,7 @@ def score_suite(model: str, suite_name: str, data: SuiteData, options: EvalOptio
         "max_length": max_length,
         "batch_size": options.batch_size,
         "length_unit": "characters of the response",
-        "bootstrap": {
-            "samples": options.samples,
-            "seed": options.seed,
-            "level": 0.95,
-            "method": "percentile",
-            "over": "prompts",
-        },  # fmt: skip
+        "bootstrap": options.bootstrap(),
         "processes": accelerator.num_processes,
         "seconds": round(time.perf_counter() - started, 1),
         "plots": list(PLOTS) + ([GROUP_PLOT] if has_groups(result["overall"]) else []),
