@@ -8,6 +8,11 @@ import argparse
 def add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--model", required=required, help="reward model: local folder or Hub name (num_labels=1)")
     p.add_argument("--batch-size", type=int, default=16, help="texts (score) or pairs (eval) per batch")
+    add_loading_args(p)
+
+
+def add_loading_args(p: argparse.ArgumentParser) -> None:
+    """How a reward model is loaded and fitted to: every command that scores (score, eval, serve)."""
     p.add_argument(
         "--max-length",
         type=int,

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rm.cli.evaluate import add_threads_arg
+from rm.cli.options import add_loading_args
 
 
 def add(sub) -> None:
@@ -52,14 +53,7 @@ def add(sub) -> None:
         help="a text over max_length: cut from the left by rm's rule and flagged (default), or refused (422)",
     )
     p.add_argument("--normalize", action="store_true", help="(reward - mean) / std with the export's recorded stats")
-    p.add_argument(
-        "--max-length",
-        type=int,
-        default=0,
-        help="tokens per text (default: the run's collator.max_length, else the model's limit, as rm score)",
-    )
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="weights' dtype")
-    p.add_argument("--trust-remote-code", action="store_true", help="run code from the model's repository")
+    add_loading_args(p)
     p.add_argument("--access-log", action="store_true", help="log one line per request (paths, never headers)")
     add_threads_arg(p)
     p.set_defaults(func=run)
