@@ -26,6 +26,13 @@ def add(sub) -> None:
         help="store the mean/std of rewards over the run's training pairs in config.json (default: export.normalize)",
     )
     p.add_argument("--eval", action="store_true", help="score the run's held-out pairs with these weights")
+    p.add_argument(
+        "--reward-only",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write the reward output alone (num_labels=1) of a model with attribute outputs, for tools that read "
+        "one output (default: export.reward_only)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
     p.add_argument(
         "--require-finished",
@@ -55,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
 
         resolve_source(args.source).require_finished()
     out = Path(args.out)
-    if args.push_to_hub and not args.overwrite and holds_same_export(out, args.source, args.normalize):
+    if (
+        args.push_to_hub
+        and not args.overwrite
+        and holds_same_export(out, args.source, args.normalize, args.reward_only)
+    ):
         print(f"{out} already holds this export (a retried push?): pushing it as it is")
     else:
         out = export_run(
@@ -65,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             evaluate=args.eval,
             model_id=args.push_to_hub or ".",
             overwrite=args.overwrite,
+            reward_only=args.reward_only,
         )
         print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     if args.push_to_hub:
@@ -75,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def holds_same_export(out, source: str, normalize: bool | None) -> bool:
-    """Whether `out` is rm's export of these very weights (same run config, same step, same normalisation),
+def holds_same_export(out, source: str, normalize: bool | None, reward_only: bool | None = None) -> bool:
+    """Whether `out` is rm's export of these very weights (same run config, step, normalisation and outputs),
     so that retrying a failed push needs neither --overwrite nor a second export."""
     import json
 
@@ -94,10 +106,13 @@ def holds_same_export(out, source: str, normalize: bool | None) -> bool:
     except RMError:
         return False
     normalize = src.cfg.export.normalize if normalize is None else normalize
+    reward_only = src.cfg.export.reward_only if reward_only is None else reward_only
     card = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
+    config = json.loads((out / "config.json").read_text())
     return (
         yaml.safe_load((out / "rm_config.yaml").read_text()) == to_dict(saved_config(src.cfg))
         and src.step is not None
         and f"after {src.step} optimizer steps" in card
-        and ("reward_normalization" in json.loads((out / "config.json").read_text())) == normalize
+        and ("reward_normalization" in config) == normalize
+        and (len(config.get("id2label") or {0: "reward"}) == 1) == (reward_only or not src.cfg.model.head.attributes)
     )

@@ -11,6 +11,7 @@ line up. `better` and `worse` index those rewards: one entry per strictly ordere
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -55,7 +56,9 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
     `pair_group`, the group of each, and `pair_margin`, its margin; `tie_a`/`tie_b`/`tie_group` ([tied pairs])
     likewise for ties; and `response_group`/`response_rank`/`response_slot` ([responses], in reward order) for
     losses over whole rankings (rm/model/group_loss.py) and for eval. With `model.head.attributes`, also
-    `attributes` ([responses, A] float32 in reward order, NaN where a score is missing; `response_attributes`)."""
+    `attributes` ([responses, A] float32 in reward order, NaN where a score is missing; `response_attributes`); with
+    `loss.strength=soft`, `pair_target` ([strict pairs] float32: a pair's soft label p, NaN where hard), present
+    only when a group of the batch has one."""
     at = {gk: n for n, gk in enumerate(order)}
     strict: dict[str, list] = {"better": [], "worse": [], "pair_group": [], "pair_margin": []}
     ties: dict[str, list] = {"tie_a": [], "tie_b": [], "tie_group": []}
@@ -82,7 +85,16 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
         "response_rank": torch.tensor([batch[i].rank[a] for i, a in order], dtype=torch.long),
         "response_slot": torch.tensor([a for _, a in order], dtype=torch.long),
         **response_attributes(batch, order),
+        **pair_targets(batch, strict["pair_group"]),
     }
+
+
+def pair_targets(batch: list[EncodedGroup], pair_group: list[int]) -> dict[str, torch.Tensor]:
+    """{"pair_target": [strict pairs]}, each its group's soft label (soft labels are a pair's: a group of two has
+    one strict pair); {} when no group has one, so a run without soft labels collates the batches it always did."""
+    if all(math.isnan(g.target) for g in batch):
+        return {}
+    return {"pair_target": torch.tensor([batch[i].target for i in pair_group], dtype=torch.float32)}
 
 
 def response_attributes(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:

@@ -12,18 +12,20 @@ from typing import Any
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
-NONNEGATIVE += ("loss.preference_coef", "loss.attribute_coef")
+NONNEGATIVE += ("loss.preference_coef", "loss.attribute_coef", "loss.strength_max")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str | bool, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "collator.layout": ("auto", "shared", "packed", "padded"),
     "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team")
-    + ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows"),
+    + ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows", "helpsteer2-preference"),
     "data.group_by_prompt": ("auto", True, False),
     "loss.type": ("pairwise", "plackett_luce"),
     "loss.ties": ("skip", "davidson"),
     "loss.group_weighting": ("group", "pair"),
     "loss.attribute_loss": ("mse", "gaussian"),
+    "loss.strength": ("none", "soft"),
+    "loss.strength_map": ("linear",),
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),
     "train.scheduler": ("cosine", "linear", "constant"),
@@ -116,9 +118,18 @@ def attribute_problems(cfg: Any) -> list[str]:
     return problems
 
 
+def strength_problems(cfg: Any) -> list[str]:
+    """Soft labels (issue 26) are targets of Bradley-Terry's pair probability: a pairwise loss, a preference term."""
+    if cfg.loss.strength != "soft":
+        return []
+    if cfg.loss.type != "pairwise":
+        return ["loss.strength: soft labels are targets of a pair's probability; they need loss.type=pairwise"]
+    return ["loss.strength: soft with loss.preference_coef 0 trains nothing by it"] * (cfg.loss.preference_coef == 0)
+
+
 def run_problems(cfg: Any) -> list[str]:
     """One line per problem, each starting with the dotted key; a non-finite number's only problem is that."""
-    problems = value_problems(cfg) + attribute_problems(cfg)
+    problems = value_problems(cfg) + attribute_problems(cfg) + strength_problems(cfg)
     problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]

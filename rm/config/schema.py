@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from rm.config.checks import CHOICES, choice_problems, run_problems
 from rm.config.head_config import HeadConfig
+from rm.config.loss_config import LossConfig
 from rm.config.suite_config import SuiteConfig
 from rm.errors import ConfigError
 
@@ -187,30 +188,6 @@ class CollatorConfig:
 
 
 @dataclass
-class LossConfig:
-    """The preference objective: Bradley-Terry over pairs, or over the ordered pairs or whole ranking of a group."""
-
-    type: str = "pairwise"
-    """pairwise: Bradley-Terry over a group's ordered pairs; plackett_luce: its whole ranking (pairs: the same)."""
-    ties: str = "skip"
-    """Tied responses (equal score or rank): skip (no term) or davidson (Davidson's tie model)."""
-    davidson_nu: str | float = "learned"
-    """Davidson's tie weight nu: learned (a trained scalar kept with the model) or a fixed number >= 0."""
-    group_weighting: str = "group"
-    """group: a group's pairs weigh 1 in all (InstructGPT); pair: every ordered pair weighs 1."""
-    use_margin: bool = False
-    """Subtract each pair's `margin` (when the data has one) inside the sigmoid, as in Llama 2's RM."""
-    center_rewards_coef: float = 0.0
-    """Weight of the mean squared (r_chosen + r_rejected) term that keeps rewards centred on zero."""
-    preference_coef: float = 1.0
-    """Weight of the preference term in the loss; 0 trains the attribute outputs alone (model.head.attributes)."""
-    attribute_coef: float = 1.0
-    """Weight of the attribute regression term (only with model.head.attributes)."""
-    attribute_loss: str = "mse"
-    """Attribute regression: mse, or gaussian (negative log-likelihood with a learned scale per attribute)."""
-
-
-@dataclass
 class TrainConfig:
     """Optimisation and bookkeeping."""
 
@@ -276,6 +253,8 @@ class ExportConfig:
     """Create that Hub repo private."""
     revision: str = ""
     """Hub branch to push to (created if missing); empty: main."""
+    reward_only: bool = False
+    """Export the reward output alone (num_labels=1) for tools that read one output; attribute outputs are dropped."""
 
 
 @dataclass

@@ -30,6 +30,7 @@ from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
 from rm.data.formats.parse import COLUMNS_HINT, PAIR_FIELDS, apply_columns, detect_format, is_message_list, parse_record
+from rm.data.formats.strength import soft_targets
 from rm.data.grouping import gather_groups
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.data.splits import apply_mixture, holdout_split, shape_counts, subset_counts
@@ -146,10 +147,12 @@ def load_pairs(
     report: DataReport | None = None,
     listwise: bool = False,
     head: Any = None,
+    loss: Any = None,
 ) -> list[Example]:
     """The `split` of `source` as pairs and groups; `cfg` gives format, columns, bad-record mode, Argilla and
     grouping options. `listwise` (loss.type plackett_luce): a merged group whose orders contradict is a bad record.
-    `head` (`model.head`): its attributes' scores are read per response (rm/data/formats/attributes.py)."""
+    `head` (`model.head`): its attributes' scores are read per response (rm/data/formats/attributes.py); `loss`
+    (`loss`): with strength=soft each pair's strength too (rm/data/formats/strength.py)."""
     cfg = cfg or DataConfig()
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
@@ -158,6 +161,8 @@ def load_pairs(
     ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
     if head is not None and head.attributes:
         ctx.attributes, ctx.attribute_scales = tuple(head.attributes), dict(head.attribute_scales)
+    if loss is not None and loss.strength == "soft":
+        ctx.strength, ctx.strength_max = True, float(loss.strength_max)
     path = Path(source).expanduser()
     pairs: list = []
     if path.exists():
@@ -196,8 +201,9 @@ class LoadedData:
 
 
 def load_data(
-    cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False, head: Any = None
-) -> LoadedData:
+    cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False, head: Any = None,
+    loss: Any = None,
+) -> LoadedData:  # fmt: skip
     """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed;
     with `head.attributes` (`model.head`) each response's attribute scores too, their scales in the report."""
     report = DataReport(cfg.on_bad_record)
@@ -207,14 +213,14 @@ def load_data(
 
         s = cfg.synthetic
         source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
-    options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head}
+    options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head, "loss": loss}
     train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, **options)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(
             f"{source}: a single file has no separate {cfg.eval_split!r} split; set data.eval_split='' "
             "to hold out data.eval_fraction of it"
         )
-    train, held = _held_out(cfg, source, train, tokenizer, report, listwise, head)
+    train, held = _held_out(cfg, source, train, tokenizer, report, options)
     if cfg.mixture:
         train = apply_mixture(train, cfg.mixture, cfg.split_seed, report)
     if cfg.max_train_pairs:
@@ -227,6 +233,8 @@ def load_data(
         report.notes["groups"]["split_version"] = cfg.split_version
     if head is not None and head.attributes:
         report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
+    if loss is not None and loss.strength == "soft":
+        report.notes["strength"] = soft_targets(train + held, loss.strength_max)
     return LoadedData(train, held, report)
 
 
@@ -247,12 +255,12 @@ def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None
 
 
 def _held_out(
-    cfg: DataConfig, source: str, train: list[Example], tokenizer: Any, report: DataReport, listwise: bool = False,
-    head: Any = None,
-) -> tuple[list[Example], list[Example]]:  # fmt: skip
-    """(train, eval): the `eval_split` of `source` beside `train`, or `train` less its seeded held-out part."""
+    cfg: DataConfig, source: str, train: list[Example], tokenizer: Any, report: DataReport, options: dict | None = None
+) -> tuple[list[Example], list[Example]]:
+    """(train, eval): the `eval_split` of `source` beside `train`, or `train` less its seeded held-out part;
+    `options` are `load_pairs`' keyword arguments (tokenizer and report: these)."""
     if cfg.eval_split:
-        options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head}
+        options = (options or {}) | {"tokenizer": tokenizer, "report": report}
         held = load_pairs(source, cfg.eval_split, cfg.subsets, cfg, **options)
         return train, held
     return holdout_split(train, cfg.eval_fraction, cfg.split_seed, cfg.split_version)

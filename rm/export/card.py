@@ -8,13 +8,14 @@ snippet and its example are rm/export/usage.py's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from huggingface_hub import ModelCardData
 
 from rm.config import RunConfig, to_dict
+from rm.export.outputs import outputs_section
 from rm.export.usage import Example, usage_snippet
 
 
@@ -44,6 +45,12 @@ class CardFacts:
     """Why loading needs trust_remote_code=True (rm/export/modeling.py); '' for transformers' own classes."""
     example: Example | None = None
     """A held-out pair these weights rank right (`held_out_example`); None: the snippet shows an illustration."""
+    attributes: list[str] = field(default_factory=list)
+    """The export's outputs after the reward (index 1, 2, ...) by name; [] for one output (rm/export/outputs.py)."""
+    dropped: list[str] = field(default_factory=list)
+    """The attribute outputs a reward-only export (export.reward_only) left out."""
+    sigma: dict | None = None
+    """config.json's `attribute_sigma` (loss.attribute_loss=gaussian's learned sigma per attribute), or None."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -238,19 +245,6 @@ def tokenization_section(facts: CardFacts) -> str:
     )
 
 
-def outputs_section(names: list[str]) -> str:
-    """What each output of a model with attribute heads (issue 26) is, and how to read them all; "" without."""
-    if not names:
-        return ""
-    rows = "\n".join(f"| {i} | `{name}` | regression on the `{name}` ratings |" for i, name in enumerate(names, 1))
-    return (
-        "## Outputs\n\n| index | `id2label` | what |\n| --- | --- | --- |\n| 0 | `reward` | the reward (as above) |\n"
-        f"{rows}\n\n`logits[:, 0]` is the reward and `logits[:, 1:]` the ratings, on the scales in config.json's "
-        "`attribute_scales`. A text-classification pipeline returns only the top label of a model with several "
-        'outputs: pass `top_k=None, function_to_apply="none"` to get every named output.\n\n'
-    )
-
-
 def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     """The README.md text: YAML front matter for the Hub, then the sections above."""
     written = {
@@ -259,7 +253,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         "concat": "`prompt + response` as the records write them, with nothing between",
         "mixed": "several record formats, each written its own way",
     }[facts.chat_template]
-    names = cfg.model.head.attributes
+    names = facts.attributes
     outputs = f"{1 + len(names)} outputs, the scalar reward (index 0) and {len(names)} ratings" if names else ""
     intro = (
         f"A reward model: `AutoModelForSequenceClassification` with {outputs or 'one output, the scalar reward'} of a "
@@ -270,7 +264,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
-        + outputs_section(names)
+        + outputs_section(names, facts.dropped, facts.sigma)
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
         + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"

@@ -34,7 +34,7 @@ from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
 from rm.export.compat import export_tokenizer, finish_folder, template_kind
 from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
-from rm.export.outputs import attribute_names, attribute_scales, set_output_labels, unnamed_outputs
+from rm.export.outputs import attribute_names, attribute_scales, keep_reward_only, set_output_labels, unnamed_outputs
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.export.usage import held_out_example
@@ -165,6 +165,8 @@ class ExportOptions:
     """What the card's usage snippet loads: "." (the folder) or the Hub repo id."""
     overwrite: bool = False
     """Replace an earlier export in the folder."""
+    reward_only: bool | None = None
+    """Keep the reward output alone (num_labels=1: rm/export/outputs.py); None follows `export.reward_only`."""
 
 
 def export_model(
@@ -191,6 +193,8 @@ def export_model(
     hf, lora = merged(model)
     lora = lora or lora_facts(cfg, hf)
     hf.eval()
+    reward_only = cfg.export.reward_only if options.reward_only is None else options.reward_only
+    dropped = keep_reward_only(hf) if reward_only else []  # the same reward, one output
     check_names(hf)
     eval_origin = "run"
     if (normalize or evaluate) and data is None:
@@ -220,6 +224,9 @@ def export_model(
         model_id=model_id,
         remote_code=remote_code_reason(hf),
         example=held_out_example(hf, tokenizer, data.eval if data else []),  # one the weights rank right
+        attributes=attribute_names(hf),
+        dropped=dropped,
+        sigma=getattr(hf.config, "attribute_sigma", None),
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,13 +274,13 @@ def export_run(
     evaluate: bool = False,
     model_id: str = ".",
     overwrite: bool = False,
+    reward_only: bool | None = None,
 ) -> Path:
     """Export a run directory's final weights, or one of its checkpoints, to `out_dir`.
 
-    `normalize=None` follows the run's `export.normalize`. A run that has not finished (no final eval.json:
-    stopped by SIGTERM or Ctrl-C, or still running) is exported from its newest checkpoint with a warning
-    naming the step and the total (`Source.require_finished` refuses that: `rm export --require-finished`).
-    """
+    `normalize=None` follows the run's `export.normalize`, `reward_only=None` its `export.reward_only`. A run that
+    has not finished (no final eval.json: stopped by SIGTERM or Ctrl-C, or still running) is exported from its newest
+    checkpoint with a warning naming the step and the total (`Source.require_finished` refuses: --require-finished)."""
     check_out_dir(Path(out_dir), overwrite)  # before minutes of loading, not after
     source = resolve_source(path)
     cfg = source.cfg
@@ -284,6 +291,6 @@ def export_run(
     model = load_model(source, tokenizer)
     data = RunData.load(cfg, source.run_dir, tokenizer) if normalize or evaluate else None
     eval_result = source.run_eval if source.is_final else None
-    options = ExportOptions(normalize=normalize, evaluate=evaluate, model_id=model_id, overwrite=overwrite)
+    options = ExportOptions(normalize, evaluate, model_id, overwrite, reward_only)
     weights = Weights(source.step, source.final_step, eval_result)
     return export_model(model, tokenizer, out_dir, cfg, weights, data, options)

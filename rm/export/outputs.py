@@ -6,18 +6,25 @@ config's `id2label` (rm/model/build.py:output_labels). The export keeps that lay
 `problem_type: "regression"` (no sigmoid or softmax anywhere) and `attribute_scales: {name: [min, max]}`, so
 every client that reads `logits[:, 0]` keeps reading the reward and `logits[:, 1:]` are the attributes, in the
 order of `id2label`. A model without attributes is exported exactly as before (one output named "reward").
+
+`export.reward_only` (`rm export --reward-only`) keeps row 0 of the score head alone: the same reward in a
+one-output model (num_labels=1, no attribute labels or scales), for tools that read a single output (OpenRLHF's
+one-output head, a default text-classification pipeline). With `loss.attribute_loss=gaussian` each attribute's
+learned sigma (the noise the loss attributed to its ratings) is written as `attribute_sigma: {name: sigma}`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import torch
 from transformers import PreTrainedModel
 
 from rm.config import RunConfig
 from rm.config.rundir import RunDir
-from rm.model.reward import score_head
+from rm.model.reward import score_head, transformers_model
 
 
 def attribute_names(hf: PreTrainedModel) -> list[str]:
@@ -56,5 +63,64 @@ def set_output_labels(hf: PreTrainedModel, scales: dict[str, list[float] | None]
     hf.config.label2id = {name: i for i, name in enumerate(labels)}
     if len(labels) > 1:
         hf.config.attribute_scales = scales
-    elif hasattr(hf.config, "attribute_scales"):
-        delattr(hf.config, "attribute_scales")
+        return
+    for key in ("attribute_scales", "attribute_sigma"):
+        if hasattr(hf.config, key):
+            delattr(hf.config, key)
+
+
+def outputs_section(names: list[str], dropped: list[str], sigma: dict | None) -> str:
+    """The card's Outputs section: what each output is and how to read them (issue 26)."""
+    if not names:
+        left_out = (
+            f" This is the reward-only export of a model trained with attribute outputs ({', '.join(dropped)}): "
+            "they are left out here, and the full export has them."
+        )
+        return (
+            "## Outputs\n\nOne output, `reward` (`num_labels=1`): `logits[:, 0]` is the reward. A text-classification "
+            'pipeline returns it as the score of the label `reward` (`function_to_apply="none"` keeps it raw).'
+            f"{left_out if dropped else ''}\n\n"
+        )
+    sigma = sigma or {}
+    rows = "\n".join(
+        f"| {i} | `{name}` | regression on the `{name}` ratings"
+        + (f" (learned noise sigma {sigma[name]:.4g})" if name in sigma else "")
+        + " |"
+        for i, name in enumerate(names, 1)
+    )
+    return (
+        "## Outputs\n\n| index | `id2label` | what |\n| --- | --- | --- |\n| 0 | `reward` | the reward (as above) |\n"
+        f"{rows}\n\n`logits[:, 0]` is the reward and `logits[:, 1:]` the ratings, on the scales in config.json's "
+        '`attribute_scales`. `pipeline("text-classification", model=..., top_k=None, function_to_apply="none")` '
+        "returns every named output; the default pipeline returns only the top label of a model with several outputs, "
+        "which need not be the reward. Tools that read one output (OpenRLHF, default pipelines) want the reward-only "
+        "export: `python -m rm export RUN --out DIR --reward-only`.\n\n"
+    )
+
+
+def keep_reward_only(hf: PreTrainedModel) -> list[str]:
+    """Cut the score head to its row 0 (the reward; `hf` changed in place) and return the attribute outputs
+    dropped: a one-output head computes exactly the reward the full head's logits[:, 0] did."""
+    head, dropped = score_head(hf), attribute_names(hf)
+    if not dropped:
+        return []
+    name = next(n for n in ("score", "classifier") if getattr(hf, n, None) is head)
+    one = torch.nn.Linear(head.in_features, 1, bias=head.bias is not None, device=head.weight.device)
+    with torch.no_grad():
+        one.weight.copy_(head.weight[:1])
+        if head.bias is not None:
+            one.bias.copy_(head.bias[:1])
+    setattr(hf, name, one.to(head.weight.dtype))
+    hf.config.id2label, hf.config.label2id = {0: "reward"}, {"reward": 0}
+    return dropped
+
+
+def note_attribute_sigma(model: torch.nn.Module, log_scale: torch.Tensor | None) -> None:
+    """`attribute_sigma: {name: sigma}` in the config of `model` (a transformers or peft model) from the learned
+    log-scales of `loss.attribute_loss=gaussian` (RewardModel.attribute_log_scale); nothing without them."""
+    if log_scale is None:
+        return
+    hf = transformers_model(model)
+    labels = {int(k): v for k, v in (hf.config.id2label or {}).items()}
+    values = log_scale.detach().float().cpu().tolist()
+    hf.config.attribute_sigma = {labels.get(i + 1, f"attribute_{i + 1}"): math.exp(v) for i, v in enumerate(values)}

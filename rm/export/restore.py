@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -26,6 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rm.config import RunConfig, load_config
 from rm.config.rundir import CHECKPOINTS, CONFIG, MARKER, STATE, WEIGHTS, RunDir, checkpoint_problem, checkpoint_step
 from rm.errors import ConfigError, ExportError
+from rm.export.outputs import note_attribute_sigma
 from rm.model.build import build_model
 from rm.model.group_loss import learned_nu
 from rm.model.reward import transformers_model
@@ -57,6 +58,11 @@ class Source:
     """Folder holding peft's adapter_config.json when the weights are a LoRA checkpoint."""
     total_steps: int | None = None
     """The steps the run was to take, from its checkpoint's trainer_state.json (None where not recorded)."""
+
+    @property
+    def is_export(self) -> bool:
+        """The weights are the run's end-of-run export (already merged, config.json beside them)."""
+        return self.weights.parent == RunDir(self.run_dir).export
 
     @property
     def is_final(self) -> bool:
@@ -184,7 +190,8 @@ def load_weights(model: torch.nn.Module, weights: Path) -> None:
         if EXTRA_STATE in saved:
             nu = learned_nu(f.get_tensor(saved.pop(EXTRA_STATE)).float())
             transformers_model(model).config.rm_davidson_nu = float(nu)
-        saved.pop("attribute_log_scale", None)  # loss.attribute_loss=gaussian's sigmas: the loss's, not the model's
+        if "attribute_log_scale" in saved:  # loss.attribute_loss=gaussian's sigmas: the loss's, kept in config.json
+            note_attribute_sigma(model, f.get_tensor(saved.pop("attribute_log_scale")))
         missing, unexpected = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
         if missing or unexpected:
             hint = ""
@@ -199,14 +206,24 @@ def load_weights(model: torch.nn.Module, weights: Path) -> None:
 
 
 def load_model(source: Source, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel | torch.nn.Module:
-    """The model behind `source`: a transformers model, or a PeftModel around one for LoRA checkpoints."""
-    hf = build_model(source.cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    """The model behind `source`: a transformers model, or a PeftModel around one for LoRA checkpoints. The run's
+    end-of-run export gives back what its config.json kept of the loss (Davidson's nu, attribute sigmas); one
+    written reward-only (export.reward_only) has the reward's output alone, so the model is rebuilt with that."""
+    exported = source.weights.parent / "config.json"
+    kept = json.loads(exported.read_text()) if source.is_export and exported.is_file() else {}
+    model_cfg = source.cfg.model
+    if kept and len(kept.get("id2label") or {0: "reward"}) == 1 and model_cfg.head.attributes:
+        model_cfg = replace(model_cfg, head=replace(model_cfg.head, attributes=[], attribute_scales={}))
+    hf = build_model(model_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     model: torch.nn.Module = hf
     if source.adapter_dir is not None:
         from peft import PeftConfig, get_peft_model
 
         model = get_peft_model(hf, PeftConfig.from_pretrained(str(source.adapter_dir)))
     load_weights(model, source.weights)
+    for key in ("rm_davidson_nu", "attribute_sigma"):
+        if key in kept:
+            setattr(hf.config, key, kept[key])
     broken = [name for name, t in model.state_dict().items() if t.is_floating_point() and not t.isfinite().all()]
     if broken:  # a diverged run's weights: an export would score everything NaN, with exit code 0
         raise ExportError(

@@ -12,6 +12,8 @@ the same optimizer, saved in its checkpoints, and written into the export's conf
 With `model.head.attributes` (issue 26) the head's outputs 1..A regress each response's scores (`training_loss`):
 a group's attribute term is the mean loss over its scored (response, attribute) entries, weighted as the
 group's preference term is, so the step normalisation stays exact; a missing score (NaN) adds nothing.
+With `loss.strength=soft` a pair with a soft label p (`pair_target`) adds the cross-entropy of p against
+sigmoid(d) in place of its Bradley-Terry (or Davidson strict) term (rm/model/group_loss.py:soft_bradley_terry).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch.nn.functional as F
 
 from rm.collate.comparisons import comparison_counts
 from rm.config.schema import LossConfig, RunConfig
-from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss
+from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss, soft_bradley_terry
 from rm.tokens.store import EncodedGroup
 
 
@@ -92,15 +94,22 @@ def preference_loss(
         w = torch.ones(len(better), dtype=r.dtype, device=r.device)
         tw, weight = torch.ones(len(tie_group), dtype=r.dtype, device=r.device), per_group.sum()
     margin = batch["pair_margin"].to(r.dtype) if cfg.use_margin else None
-    if davidson:
-        loss = davidson_loss(r, better, worse, batch["tie_a"], batch["tie_b"], nu, w, tw, margin)
-        return loss + ((center * w).sum() if center is not None else 0.0), weight
-    # Bradley-Terry, summed as rm/model/loss.py sums it (the centring term added per pair before the sum), so a
-    # batch of pairs gives its loss bit for bit.
+    target = batch.get("pair_target") if cfg.strength == "soft" else None  # [strict pairs], NaN: a hard label
     diff = r[better] - r[worse]
     if margin is not None:
         diff = diff - margin
+    if davidson:  # hard pairs by Davidson's strict term, soft ones by the cross-entropy (loss.ties: hard labels)
+        strict_w = w if target is None else w * target.isnan()
+        loss = davidson_loss(r, better, worse, batch["tie_a"], batch["tie_b"], nu, strict_w, tw, margin)
+        if target is not None:
+            soft = soft_bradley_terry(diff, target.nan_to_num().to(r.dtype)) * w
+            loss = loss + soft[~target.isnan()].sum()
+        return loss + ((center * w).sum() if center is not None else 0.0), weight
+    # Bradley-Terry, summed as rm/model/loss.py sums it (the centring term added per pair before the sum), so a
+    # batch of pairs gives its loss bit for bit.
     per_pair = -F.logsigmoid(diff)
+    if target is not None:
+        per_pair = torch.where(target.isnan(), per_pair, soft_bradley_terry(diff, target.nan_to_num().to(r.dtype)))
     if center is not None:
         per_pair = per_pair + center
     return (per_pair * w).sum(), weight

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,6 +135,7 @@ def encoded_group(
         prompt, responses, [rank[k] for k in keep], subset_id, getattr(item, "margin", None) or 0.0, index,
         [scores[k] for k in keep] if scores is not None else [], flat, prompt_id(item.prompt),
         [s for k in keep for s in scored[k]] if scored is not None else (),
+        target if (target := getattr(item, "target", None)) is not None else math.nan,
     )  # fmt: skip
 
 
@@ -150,6 +152,7 @@ def encode_kept(
     report = EncodeReport()
     batches, positions = [], []
     scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
+    targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # loss.strength=soft: every item
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
 
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
@@ -172,7 +175,7 @@ def encode_kept(
             fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
             positions.append(start + k)
         report.kept += len(fitted)
-        batches.append(record_batch(fitted, scored))
+        batches.append(record_batch(fitted, scored, targeted))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         chunks[n] = ([], starts)
         bar.update(len(chunk))

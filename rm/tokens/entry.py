@@ -10,15 +10,17 @@ fitting did, read back as typed `EncodeReport`s).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 from transformers import PreTrainedTokenizerBase
 
 from rm.data.data_report import BadRecord, DataReport
 from rm.tokens.encode import EncodeReport, Encoding
-from rm.tokens.store import EncodedSplit, read_split, write_split
+from rm.tokens.store import EncodedGroup, EncodedSplit, split_to_table
 
 SPLITS = ("train", "eval")
 HERE = "<rm: this run's generated data>"
@@ -76,3 +78,15 @@ def read_entry(folder: Path, tokenizer: PreTrainedTokenizerBase, here: str | Non
 def read_splits(folder: Path) -> tuple[EncodedSplit, EncodedSplit]:
     """An entry's (train, eval) splits, memory-mapped."""
     return read_split(folder / "train.arrow"), read_split(folder / "eval.arrow")
+
+
+def write_split(split: Sequence[EncodedGroup], path: Path) -> None:
+    """In the Arrow stream format `datasets` uses, so `datasets.Dataset.from_file(path)` opens it too."""
+    table = split_to_table(split)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def read_split(path: Path) -> EncodedSplit:
+    """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
+    return EncodedSplit(pa.ipc.open_stream(pa.memory_map(str(path))).read_all())  # columns checked there

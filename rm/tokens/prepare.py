@@ -93,7 +93,8 @@ def load(cfg: RunConfig, source: RunConfig, tokenizer: PreTrainedTokenizerBase |
     that names none renders HH text, also when it re-reads its data with the BPE it trained)."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     listwise = cfg.loss.type == "plackett_luce"  # merged groups whose orders contradict are bad records then
-    loaded = load_data(source.data, Path(cfg.output_dir), tokenizer if named else None, listwise, cfg.model.head)
+    out, named_tokenizer = Path(cfg.output_dir), tokenizer if named else None
+    loaded = load_data(source.data, out, named_tokenizer, listwise, cfg.model.head, cfg.loss)
     log.info("data: %d train + %d eval pairs loaded", len(loaded.train), len(loaded.eval))
     return loaded
 
@@ -103,8 +104,10 @@ def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
     merging = [cfg.loss.type] if cfg.data.group_by_prompt is True else []  # what merging keeps depends on it
     head = cfg.model.head  # attribute scores are encoded only when named: a key without them is as it was
     scored = [head.attributes, head.attribute_scales] if head.attributes else []
+    loss = cfg.loss  # likewise soft targets: only with loss.strength=soft
+    soft = [loss.strength, loss.strength_map, loss.strength_max] if loss.strength == "soft" else []
     state = (cache.data_state(cfg.data), cache.tokenizer_state(tokenizer), cfg.collator.max_length)
-    return cache.digest(*state, *merging, *scored)
+    return cache.digest(*state, *merging, *scored, *soft)
 
 
 def encoded(cfg: RunConfig, loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, progress: bool) -> Prepared:

@@ -1,10 +1,10 @@
 """Encoded groups kept in Arrow columns, not as Python lists: what a split of 160,000 pairs costs in memory.
 
-The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`: 0 is
-the best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
+The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`: 0 is the
+best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
 `list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object); an Arrow `list<int32>`
-column costs 4, and a memory-mapped one costs nothing until read and is shared by every process that maps the
-same file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs).
+column costs 4, and a memory-mapped one costs nothing until read and is shared by every process that maps the same
+file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs). Files: rm/tokens/entry.py (write_split, read_split).
 
 `EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives
 an `EncodedGroup` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
@@ -14,9 +14,9 @@ batch planning needs come as whole numpy arrays (`GroupLengths`), so a plan neve
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import overload
 
 import numpy as np
@@ -37,9 +37,16 @@ SCHEMA = pa.schema(
         ("prompt_id", pa.int64()),
     ]
 )
-"""The columns of an encoded split (an Arrow cache file holds exactly these, or `SCORED`'s)."""
-SCORED = SCHEMA.append(pa.field("attributes", pa.list_(pa.float64())))
-"""SCHEMA + `attributes` (flat [responses x A] scores, NaN = missing) only with `model.head.attributes` (issue 26)."""
+"""The columns of an encoded split (an Arrow cache file holds exactly these, or `schema_with`'s)."""
+OPTIONAL = {"attributes": pa.list_(pa.float64()), "target": pa.float64()}
+"""Columns after SCHEMA's, in this order, only in runs with `model.head.attributes` (flat [responses x A] scores,
+NaN = missing) or `loss.strength=soft` (a pair's soft label p, NaN = hard) (issue 26): else exactly SCHEMA."""
+
+
+def schema_with(scored: bool = False, targeted: bool = False) -> pa.Schema:
+    on = {"attributes": scored, "target": targeted}
+    return pa.schema([*SCHEMA, *(pa.field(name, kind) for name, kind in OPTIONAL.items() if on[name])])
+
 
 INT32 = pa.int32()
 TokenIds = Sequence[int] | np.ndarray
@@ -68,6 +75,8 @@ class EncodedGroup:
     """Equal prompts share one id (eval resamples prompts, not pairs)."""
     attributes: Sequence[float] = ()
     """Attribute scores, flat [responses x A] (response k's are [k * A, (k + 1) * A)), NaN = missing; () = none."""
+    target: float = math.nan
+    """A pair's soft label, the target of P(chosen > rejected) (loss.strength=soft); NaN: a hard label."""
 
     @classmethod
     def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,
@@ -108,10 +117,14 @@ def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataT
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
 
 
-def record_batch(groups: Iterable[EncodedGroup], scored: bool | None = None) -> pa.RecordBatch:
-    """One record batch of `SCHEMA`, or `SCORED` if `scored` (None: if a group has attributes), from groups."""
+def record_batch(
+    groups: Iterable[EncodedGroup], scored: bool | None = None, targeted: bool | None = None
+) -> pa.RecordBatch:
+    """One record batch of `SCHEMA` with `attributes` if `scored` and `target` if `targeted` (None: if a group has
+    attributes, a soft target), from groups."""
     groups = list(groups)
     scored = any(len(g.attributes) for g in groups) if scored is None else scored
+    targeted = any(not math.isnan(g.target) for g in groups) if targeted is None else targeted
     prompts = [np.asarray(g.prompt_ids, dtype=np.int32).reshape(-1) for g in groups]
     responses = [np.asarray(r, dtype=np.int32).reshape(-1) for g in groups for r in g.response_ids]
     counts = [np.zeros(len(g.response_ids)) for g in groups]  # only their lengths are read
@@ -128,7 +141,9 @@ def record_batch(groups: Iterable[EncodedGroup], scored: bool | None = None) -> 
     ]
     if scored:
         columns.append(_lists([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
-    return pa.RecordBatch.from_arrays(columns, schema=SCORED if scored else SCHEMA)
+    if targeted:
+        columns.append(pa.array([float(g.target) for g in groups], type=pa.float64()))
+    return pa.RecordBatch.from_arrays(columns, schema=schema_with(scored, targeted))
 
 
 @dataclass
@@ -176,10 +191,9 @@ class EncodedSplit(Sequence[EncodedGroup]):
     """
 
     def __init__(self, table: pa.Table):
-        if not (table.schema.equals(SCHEMA) or table.schema.equals(SCORED)):
+        if not table.schema.equals(schema_with(*(name in table.schema.names for name in OPTIONAL))):
             raise DataError(f"encoded groups need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
-        nulls = [name for name in SCHEMA.names if table.column(name).null_count]
-        if nulls:
+        if nulls := [name for name in SCHEMA.names if table.column(name).null_count]:
             raise DataError(f"encoded groups have missing values in column(s) {', '.join(nulls)}")
         self.table = table
         # to_batches() aligns every column on the same row ranges (zero-copy slices); empty ones add nothing.
@@ -197,6 +211,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._prompt_id = table.column("prompt_id").to_numpy()
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
+        self._target = table.column("target").to_numpy() if "target" in table.schema.names else None
         self._index = table.column("index").to_numpy()
 
     @classmethod
@@ -229,19 +244,16 @@ class EncodedSplit(Sequence[EncodedGroup]):
         i %= len(self)
         b = int(np.searchsorted(self._starts, i, side="right")) - 1
         j = i - int(self._starts[b])
-        offsets, values = self._prompt[b]
-        inner, tokens = self._inner[b]
-        first, last = self._outer[b][j], self._outer[b][j + 1]
-        responses = [tokens[inner[k] : inner[k + 1]] for k in range(first, last)]
-        rank_offsets, ranks = self._rank[b]
-        rank = ranks[rank_offsets[j] : rank_offsets[j + 1]].tolist()
-        prompt = values[offsets[j] : offsets[j + 1]]
-        (s_at, scores), (p_at, pairs) = self._scores[b], self._pairs[b]
-        scored = self._scored[b] if self._scored else None
+        (offsets, values), (inner, tokens), outer = self._prompt[b], self._inner[b], self._outer[b]
+        responses = [tokens[inner[k] : inner[k + 1]] for k in range(outer[j], outer[j + 1])]
+        (r_at, ranks), (s_at, scores), (p_at, pairs) = self._rank[b], self._scores[b], self._pairs[b]
+        prompt, scored = values[offsets[j] : offsets[j + 1]], self._scored[b] if self._scored else None
         return EncodedGroup(
-            prompt, responses, rank, int(self._subset[i]), float(self._margin[i]), int(self._index[i]),
+            prompt, responses, ranks[r_at[j] : r_at[j + 1]].tolist(), int(self._subset[i]), float(self._margin[i]),
+            int(self._index[i]),
             scores[s_at[j] : s_at[j + 1]].tolist(), pairs[p_at[j] : p_at[j + 1]].tolist(), int(self._prompt_id[i]),
             scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
+            float(self._target[i]) if self._target is not None else math.nan,
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:
@@ -281,19 +293,7 @@ def id_lengths(groups: Sequence[EncodedGroup]) -> GroupLengths:
 
 
 def split_to_table(split: Sequence[EncodedGroup]) -> pa.Table:
-    """An encoded split as an Arrow table of SCHEMA or SCORED (a columnar split's own `.table` as it is)."""
+    """An encoded split as an Arrow table of `schema_with` (a columnar split's own `.table` as it is)."""
     if isinstance(split, EncodedSplit):
         return split.table
     return EncodedSplit.from_groups(split).table
-
-
-def write_split(split: Sequence[EncodedGroup], path: Path) -> None:
-    """In the Arrow stream format `datasets` uses, so `datasets.Dataset.from_file(path)` opens it too."""
-    table = split_to_table(split)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-
-
-def read_split(path: Path) -> EncodedSplit:
-    """Memory-mapped: the table's buffers are pages of the file (shared by every process that maps it)."""
-    return EncodedSplit(pa.ipc.open_stream(pa.memory_map(str(path))).read_all())  # columns checked there

@@ -17,6 +17,7 @@ from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, pa
 
 from rm.config import RunConfig
 from rm.errors import TrainingError
+from rm.export.outputs import note_attribute_sigma
 from rm.model.group_loss import learned_nu
 from rm.model.reward import transformers_model
 from rm.training.trackers import check_trackers
@@ -99,4 +100,5 @@ def with_tie_nu(model: torch.nn.Module):
     export's config.json keeps it beside the weights."""
     if getattr(model, "tie_nu", None) is not None:
         transformers_model(model.hf).config.rm_davidson_nu = float(learned_nu(model.tie_nu.detach().float()))
+    note_attribute_sigma(model.hf, getattr(model, "attribute_log_scale", None))  # gaussian attribute loss's sigmas
     return model.hf

@@ -7,16 +7,8 @@ import pytest
 
 from conftest import random_pairs
 from rm.errors import DataError
-from rm.tokens.store import (
-    SCHEMA,
-    EncodedGroup,
-    EncodedSplit,
-    join_ids,
-    read_split,
-    record_batch,
-    split_to_table,
-    write_split,
-)
+from rm.tokens.entry import read_split, write_split
+from rm.tokens.store import SCHEMA, EncodedGroup, EncodedSplit, join_ids, record_batch, split_to_table
 
 FIELDS = ("prompt_ids", "chosen_ids", "rejected_ids")
 

@@ -30,6 +30,7 @@ from rm.config import ArgillaConfig
 from rm.data.formats.chat import Message
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext, lf_only, text_field
+from rm.data.formats.strength import checked_strength
 from rm.errors import RecordError
 
 TURN = re.compile(r"(?:\A|\n)(user|assistant): ?")
@@ -123,6 +124,8 @@ def parse_argilla(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
             margin = fmean(c_rating) - fmean(r_rating)
             report.count("argilla", "margins_from_ratings")
     pairs = [Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early)]
+    if ctx.strength and c_rating and r_rating:  # loss.strength=soft: the rating difference
+        pairs[0].strength = checked_strength(fmean(c_rating) - fmean(r_rating), "chosen_rating - rejected_rating", ctx)
     pairs = pairs if keep else []
     if opts.pairs_from_edits:
         pairs += _edit_pairs(chosen, rejected, edits, subset, origin, ctx)

@@ -43,6 +43,8 @@ class Group:
     rank. Set for groups merged from pairwise records, whose `rank` is then the level in the given order."""
     attributes: tuple[tuple[float, ...], ...] | None = None
     """Per response, its scores of `model.head.attributes` (NaN where missing); None: none configured."""
+    target: float | None = None
+    """NaN with `loss.strength=soft` (a group keeps hard labels: rm/data/formats/strength.py); None otherwise."""
 
 
 Example = Pair | Group

@@ -12,6 +12,7 @@
 | `rewardbench2` | `prompt`, `chosen: [str, …]`, `rejected: [str, …]` | two lists of strings |
 | `responses` | `prompt`, `responses: [{text or messages, score or rank}]` | `responses` |
 | `rows` | `prompt`, `response`, a score column (HelpSteer2; `rm/data/formats/rows.py`) | `response` |
+| `helpsteer2-preference` | `prompt`, `response_1`, `response_2`, `preference_strength` -3..3 (strength.py) | those |
 | `red-team` | red-team-attempts transcripts: scored (`rm/data/transcripts.py`), refused for training | `transcript` |
 
 The K-response formats (`rm/data/formats/ranked.py`) are detected only in records without `chosen`
@@ -34,10 +35,11 @@ from rm.data.formats.hh import ASSISTANT, split_pair
 from rm.data.formats.pair import Pair, ParseContext, check_responses, lf_only, margin_of, subset_of, text_field, tie_of
 from rm.data.formats.ranked import parse_nectar, parse_responses, parse_rewardbench2, parse_ultrafeedback
 from rm.data.formats.rows import Row, parse_rows
+from rm.data.formats.strength import HELPSTEER2_PREFERENCE, parse_helpsteer2_preference, with_strength
 from rm.errors import RecordError
 
 FORMATS = ("hh", "prompt", "conversation", "argilla", "red-team")
-FORMATS += ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows")
+FORMATS += ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows", "helpsteer2-preference")
 K_FORMATS = {"completions": "ultrafeedback", "answers": "nectar", "responses": "responses", "response": "rows"}
 """A K-response format by the field that holds its responses, in a record without `chosen`."""
 PAIR_FIELDS = ("prompt", "chosen", "rejected", "subset", "margin")
@@ -59,6 +61,8 @@ def detect_format(record: Any) -> str | None:
         prompt is None and isinstance(chosen, str) and chosen.startswith("user:")
     ):
         return "argilla"
+    if "chosen" not in record and all(k in record for k in HELPSTEER2_PREFERENCE):
+        return "helpsteer2-preference"
     if "chosen" not in record:
         found = next((fmt for name, fmt in K_FORMATS.items() if name in record), None)
         if found:
@@ -149,6 +153,8 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
     out = PARSERS[fmt](record, origin, ctx)
     if ctx.attributes and fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores
         out[0].attributes = pair_scores(record, ctx.attributes, ctx.attribute_scales)
+    if ctx.strength and fmt in ("hh", "prompt", "conversation"):  # loss.strength=soft: the pair's strength
+        with_strength(out[0], record, ctx)
     return out if isinstance(out, list) else [out]
 
 
@@ -162,5 +168,6 @@ PARSERS: dict[str, Callable[[dict, str, ParseContext], Any]] = {
     "rewardbench2": parse_rewardbench2,
     "responses": parse_responses,
     "rows": parse_rows,
+    "helpsteer2-preference": parse_helpsteer2_preference,
 }
 """Each format's parser, (record, origin, ctx) -> its pairs, its group or its rows."""
