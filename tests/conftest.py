@@ -119,6 +119,30 @@ def exported_tiny(tokenizer, tmp_path_factory):
     return export_model(tiny_model(tokenizer), tokenizer, out, RunConfig(), Weights(None, None))
 
 
+ATTRIBUTE_NAMES = ["helpfulness", "verbosity"]
+
+
+@pytest.fixture(scope="session")
+def attribute_export(tokenizer, tmp_path_factory):
+    """A tiny random Llama with a 1 + 2 output head, exported as rm exports a run with model.head.attributes."""
+    from rm.config import RandomInitConfig, RunConfig
+    from rm.export.folder import Weights, export_model
+    from rm.model.build import build_model
+
+    root = tmp_path_factory.mktemp("attribute_export")
+    cfg = RunConfig(output_dir=str(root / "run"))
+    cfg.model.head.attributes = list(ATTRIBUTE_NAMES)
+    cfg.model.head.attribute_scales = {"helpfulness": [0.0, 4.0], "verbosity": [0.0, 4.0]}
+    cfg.model.random_init = RandomInitConfig(
+        model_type="llama", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    torch.manual_seed(3)
+    hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id).eval()
+    with torch.no_grad():  # outputs of distinct scales, so a column mixed up with another shows
+        hf.score.weight.mul_(torch.tensor([[1.0], [5.0], [20.0]]))
+    return export_model(hf, tokenizer, root / "export", cfg, Weights(None, None))
+
+
 def plain_transformers_rewards(export: Path, texts: list[str]) -> torch.Tensor:
     """Rewards as a user of plain transformers gets them from an export: padded batch, logits."""
     tokenizer = AutoTokenizer.from_pretrained(export)

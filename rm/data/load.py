@@ -238,19 +238,24 @@ def load_data(
     return LoadedData(train, held, report)
 
 
-def eval_pairs(cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None) -> list[Example]:
+def eval_pairs(
+    cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None, head: Any = None
+) -> list[Example]:
     """The pairs a run with `cfg` evaluates on, chosen by the same steps as `load_data` (so `rm eval` can
     score a run's own held-out set): `cfg.eval_split` of `cfg.source` (the whole of a single file), or
     the seeded `eval_fraction` held out of its `train_split`; then at most `max_eval_pairs` of them.
 
     The training split is read only when the eval pairs are held out of it. `cfg.source` must be a
     source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
+    `head` (`model.head`): its attributes' scores are read per response, as `load_pairs` reads them (`rm eval`
+    of a model with attribute outputs).
     """
     report = report if report is not None else DataReport(cfg.on_bad_record)
     train: list[Example] = []
+    options = {"tokenizer": tokenizer, "report": report, "head": head}
     if not cfg.eval_split:
-        train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, tokenizer=tokenizer, report=report)
-    _, held = _held_out(cfg, cfg.source, train, tokenizer, report)
+        train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, **options)
+    _, held = _held_out(cfg, cfg.source, train, tokenizer, report, options)
     return _cap_eval(cfg, held, report)
 
 

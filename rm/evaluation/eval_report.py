@@ -13,6 +13,10 @@ per subset (rm/evaluation/eval_result.py), and writes, into `out`:
     report.html        the same tables and figures in one self-contained page, with a pair browser (html_page.py)
     rewards.jsonl      one line per pair or group: origin, subset, rewards, lengths (the input's order)
     accuracy.png  calibration.png  reward_hist.png  length_bias.png  (and groups.png for group data)
+
+A model with attribute outputs (issue 26: output 0 the reward, outputs 1.. named in `id2label`) has the records'
+scores of those names read beside each response, and eval.json gets `attributes` (RMSE, Pearson, Spearman per
+attribute and subset: rm/evaluation/attribute_metrics.py), drawn in attributes.png; without them nothing changes.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from accelerate import Accelerator
 
 from rm.config import DataConfig
 from rm.config.atomic import write_text
+from rm.config.head_config import HeadConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.formats.group import rank_of
@@ -36,6 +41,7 @@ from rm.data.formats.pair import Pair
 from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics
+from rm.evaluation.attribute_metrics import gathered_block
 from rm.evaluation.eval_result import build_result, strict_pairs
 from rm.evaluation.gather import shut_down
 from rm.evaluation.report import plots
@@ -43,7 +49,7 @@ from rm.evaluation.report.html_page import render_html
 from rm.evaluation.report.markdown import has_groups, render_markdown
 from rm.evaluation.split_rewards import item_rewards, nonfinite_rewards, score_split
 from rm.model.build import check_positions
-from rm.model.pretrained import default_max_length, load_reward_model
+from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
 from rm.tokens.encode import encode_kept
 
 log = logging.getLogger("rm")
@@ -51,6 +57,8 @@ log = logging.getLogger("rm")
 PLOTS = ("accuracy.png", "calibration.png", "reward_hist.png", "length_bias.png")
 GROUP_PLOT = "groups.png"
 """Top-1 and best-of-K beside pairwise accuracy, per subset: drawn where the data has groups (`has_groups`)."""
+ATTRIBUTE_PLOT = "attributes.png"
+"""Each attribute output against the records' scores: drawn for a model with attribute outputs."""
 
 
 @dataclass
@@ -150,7 +158,11 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     overlap = training_overlap(model, data)
     if overlap and accelerator.is_main_process:
         log.warning("warning: %s", overlap)
-    items = eval_pairs(data, tokenizer, report)
+    attributes = model_attributes(reward_model)
+    if attributes:  # each response's scores of the model's attributes, read as training reads them (no scale check)
+        items = eval_pairs(data, tokenizer, report, head=HeadConfig(attributes=attributes))
+    else:  # a model without attributes reads its pairs exactly as before
+        items = eval_pairs(data, tokenizer, report)
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
     check_positions(max_length, reward_model.hf.config, "--max-length", model)
@@ -178,6 +190,8 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
             len(kept),
         )  # fmt: skip
     result = build_result(kept, rewards, options.samples, options.seed)
+    if attributes:
+        result["attributes"] = gathered_block(gathered, attributes, names)
     grouped = has_groups(result["overall"])
     result["eval"] = {
         "model": model,
@@ -198,16 +212,27 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
         "calibration_bins": len(result["calibration"]["bins"]),
         "processes": accelerator.num_processes,
         "seconds": round(time.perf_counter() - started, 1),
-        "plots": list(PLOTS) + ([GROUP_PLOT] if grouped else []),
+        "plots": list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if attributes else []),
     }
-    write_report(Path(out), result, kept, rewards, options.seed)
+    fits = None
+    if attributes:  # every response's attribute outputs and scores, for the attribute plot
+        fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())
+    write_report(Path(out), result, kept, rewards, options.seed, fits)
     shut_down(accelerator)
     return result
 
 
-def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.ndarray], seed: int) -> None:
+def write_report(
+    out: Path,
+    result: dict,
+    kept: list[Example],
+    rewards: list[np.ndarray],
+    seed: int,
+    fits: tuple[np.ndarray, np.ndarray] | None = None,
+) -> None:
     """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots, report.md and
-    report.html (with `result["suite"]`'s scores where a suite set it).
+    report.html (with `result["suite"]`'s scores where a suite set it); with `fits` (every response's attribute
+    outputs and scores, [responses, A] each) the attribute plot of `result["attributes"]` too.
 
     A pair's line holds `chosen_reward` and `rejected_reward` (with their lengths), a group's `rewards` in its
     order, its `rank` and lengths; a reward is null for a response too long to score or scored non-finite."""
@@ -245,6 +270,9 @@ def write_report(out: Path, result: dict, kept: list[Example], rewards: list[np.
     plots.length_plot(result, lengths, out / PLOTS[3], seed=seed)
     if grouped:
         plots.group_plot(result, out / GROUP_PLOT)
+    if fits is not None:
+        plots.attribute_plot(result, *fits, out / ATTRIBUTE_PLOT, seed=seed)
     write_text(out / "report.md", render_markdown(result))
-    figures = {name: out / name for name in PLOTS + ((GROUP_PLOT,) if grouped else ())}
+    drawn = PLOTS + ((GROUP_PLOT,) if grouped else ()) + ((ATTRIBUTE_PLOT,) if fits is not None else ())
+    figures = {name: out / name for name in drawn}
     write_text(out / "report.html", render_html(result, kept, rewards, figures))

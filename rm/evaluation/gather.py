@@ -17,8 +17,10 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from rm.data.heap import trim_heap
+from rm.evaluation.attribute_metrics import attribute_lines, gathered_block
 from rm.evaluation.summary import summarize_groups
-from rm.model.reward import group_rewards
+from rm.model.pretrained import model_attributes
+from rm.model.reward import group_outputs
 
 TRIM_EVERY = 4
 """On the CPU, eval batches of ever different shapes leave glibc's heap fragmented and growing: an 8,000-pair
@@ -45,11 +47,19 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         reward, group, slot, rank  [responses]    by group, then slot k: its reward, group (row of `index`), k, rank
         pair_group, a, b, tie      [comparisons]  by group, in the batch's order: a beats b, or ties it (tie)
         chosen, rejected           [strict pairs] the rewards of a and b of each comparison that is not a tie
+
+    and for a model with A attribute outputs (issue 26), beside `reward`:
+
+        attribute_outputs          [responses, A] outputs 1..A of the head
+        attribute_scores           [responses, A] the responses' scores (the batch's `attributes`), NaN = missing
     """
     was_training = model.training
     model.eval()
     # Long columns: groups (index, subset, prompt, copy), responses (copy, slot, rank), comparisons (copy, a, b, tie).
     parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": [], "pairs": []}
+    attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
+    if attributes:
+        parts |= {"attribute_outputs": [], "attribute_scores": []}
     seen = 0
     # An 8,000-pair eval runs minutes on a CPU: a bar on the main process (redrawn every 10 s into a log file).
     interval = 0.1 if sys.stderr.isatty() else 10.0
@@ -59,7 +69,13 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
             trim_heap()
         batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
-        rewards = group_rewards(model, batch).detach()
+        out = group_outputs(model, batch).detach()  # [responses], or [responses, 1 + A]
+        rewards = out if out.dim() == 1 else out[:, 0]
+        if attributes:
+            scores = batch.get("attributes")  # absent where the data has no scores of the model's attributes
+            scores = torch.full_like(out[:, 1:], torch.nan) if scores is None else scores.to(out)
+            parts["attribute_outputs"].append(out[:, 1:].float())
+            parts["attribute_scores"].append(scores.float())
         copy = accelerator.process_index * COPY + seen + torch.arange(len(batch["pair_index"]), device=rewards.device)
         seen += len(batch["pair_index"])
         slot = batch["response_slot"].long()
@@ -72,12 +88,12 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
             parts["pairs"].append(torch.stack([c, slot[batch[a]], slot[batch[b]], torch.full_like(c, tie)], 1))
     model.train(was_training)
     device = accelerator.device
-    width = {"groups": 4, "responses": 3, "pairs": 4}
+    width = {"groups": 4, "responses": 3, "pairs": 4, "attribute_outputs": attributes, "attribute_scores": attributes}
     local = {
         k: torch.cat(v).to(device) if v else torch.empty((0, width[k]) if k in width else 0, device=device)
         for k, v in parts.items()
     }
-    local = {k: v if k == "reward" else v.long() for k, v in local.items()}
+    local = {k: v.long() if k in ("groups", "responses", "pairs") else v for k, v in local.items()}
     if accelerator.num_processes > 1:
         local = {k: accelerator.gather(accelerator.pad_across_processes(v, pad_index=-1)) for k, v in local.items()}
     return first_copies({k: v.cpu() for k, v in local.items()})
@@ -109,6 +125,7 @@ def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     order = torch.argsort(responses[:, 1], stable=True)
     order = order[torch.argsort(responses[order, 0], stable=True)]  # by group, then slot
     responses, reward = responses[order], reward[order]
+    attributes = {k: parts[k][kept][order] for k in ("attribute_outputs", "attribute_scores") if k in parts}
     row, kept = rows(parts["pairs"][:, 0])
     pairs = torch.cat([row[:, None], parts["pairs"][kept, 1:]], 1)
     pairs = pairs[torch.argsort(pairs[:, 0], stable=True)]
@@ -131,13 +148,19 @@ def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         "tie": tie,
         "chosen": better[~tie],
         "rejected": worse[~tie],
+        **attributes,
     }
 
 
 def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator, subsets: list[str]) -> dict:
     """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set: the pairwise numbers over its
-    strictly ordered pairs and the group metrics (rm/evaluation/ranking_metrics.py) beside them."""
-    return summarize_groups(gather_rewards(model, loader, accelerator), subsets)
+    strictly ordered pairs and the group metrics (rm/evaluation/ranking_metrics.py) beside them; for a model with
+    attribute outputs also {"attributes": {name: ...}} (rm/evaluation/attribute_metrics.py)."""
+    gathered = gather_rewards(model, loader, accelerator)
+    result = summarize_groups(gathered, subsets)
+    if "attribute_outputs" in gathered:
+        result["attributes"] = gathered_block(gathered, model_attributes(accelerator.unwrap_model(model)), subsets)
+    return result
 
 
 def format_table(result: dict) -> str:
@@ -145,7 +168,7 @@ def format_table(result: dict) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [f"{'subset':<{width}}  accuracy      n  mean margin", "-" * (width + 29)]
     lines += [f"{name:<{width}}  {m['accuracy']:8.4f}  {m['n']:5d}  {m['mean_margin']:11.4f}" for name, m in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + attribute_lines(result))
 
 
 def shut_down(accelerator: Accelerator) -> None:

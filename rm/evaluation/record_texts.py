@@ -197,3 +197,31 @@ def _orderless(record: dict, fmt: str) -> tuple[dict, list[int]]:
             value[listed.order] = listed.step * place
         items.append(value)
     return {**record, listed.items: items}, first
+
+
+ATTRIBUTE_KEYS = {
+    "reward": "attributes",
+    "chosen_reward": "chosen_attributes",
+    "rejected_reward": "rejected_attributes",
+    GROUP_KEY: "attributes",
+}
+"""Where `rm score` writes a text's attribute outputs (issue 26), by the field its reward goes to: for texts and pairs
+the fields training reads scores from (rm/data/formats/attributes.py)."""
+
+
+def output_fields(keys: list[str], values: list[list[float | None]], attributes: list[str]) -> dict[str, Any]:
+    """A record's new fields from its texts' output fields (`keys`) and outputs (`values`, each [reward, *one per
+    name of `attributes`]): `reward` (`chosen_reward`…) as always, and with attribute outputs `attributes:
+    {name: value}` beside it (`chosen_attributes`…; a K-response record's `attributes`, a list in its order)."""
+    found: dict[str, Any] = {}
+    for key, row in zip(keys, values, strict=True):
+        named = dict(zip(attributes, row[1:], strict=True))
+        if key == GROUP_KEY:
+            found.setdefault(key, []).append(row[0])
+            if attributes:
+                found.setdefault(ATTRIBUTE_KEYS[key], []).append(named)
+        else:
+            found[key] = row[0]
+            if attributes:
+                found[ATTRIBUTE_KEYS[key]] = named
+    return found

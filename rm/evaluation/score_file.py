@@ -5,11 +5,13 @@ the same reader training uses, `rm.data.sources`), so memory stays bounded by th
 file's size, and writes each record back with its reward(s) added, in input order. A record of K responses to
 one prompt (UltraFeedback, Nectar, RewardBench 2, the generic `responses` layout: detected as training detects
 them) gets `rewards`, one per response in the record's order, its prompt computed once where the layout shares.
+A model with attribute outputs (issue 26) adds `attributes: {name: value}` beside each reward.
 
-Which texts a record asks to score is `rm.evaluation.record_texts`; this module turns them into rewards. Each
-text becomes a `ScoreSeq` (prompt ids, response ids), fitted into `max_length` by the rule training and `rm eval`
-use (`rm/tokens/truncation.py`), so a long conversation gets the reward they give it; a `Layout`
-(`rm/collate/scoring.py`) turns a list of them into a batch and the batch into one reward per sequence.
+Which texts a record asks to score, and which fields their outputs fill (`output_fields`), is
+`rm.evaluation.record_texts`; this module turns them into rewards. Each text becomes a `ScoreSeq` (prompt ids,
+response ids), fitted into `max_length` by the rule training and `rm eval` use (`rm/tokens/truncation.py`), so a
+long conversation gets the reward they give it; a `Layout` (`rm/collate/scoring.py`) turns a list of them into a
+batch and the batch into one output row per sequence.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.sources import count_records, read_file
 from rm.errors import ConfigError, RecordError
-from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText, output_fields, texts_of
+from rm.model.pretrained import model_attributes
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 from rm.tokens.store import same_ids
@@ -111,21 +114,30 @@ def scoring_order(seqs: list[ScoreSeq]) -> list[int]:
     return sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
 
 
-@torch.inference_mode()
 def score_seqs(
     model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
 ) -> list[float]:
-    """Rewards for `seqs` in the order given.
+    """Rewards for `seqs` in the order given (output 0 of a model with attribute outputs)."""
+    return [row[0] for row in score_outputs(model, seqs, layout, batch_size, device)]
+
+
+@torch.inference_mode()
+def score_outputs(
+    model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
+) -> list[list[float]]:
+    """Every output for `seqs` in the order given: [reward] each, or [reward, attribute 1, …] for a model with
+    attribute outputs (rm/model/pretrained.py: output 0 is the reward).
 
     Batches are cut after sorting by prompt (length, then ids) and response length: each batch pads to
     similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
     (`batches` keeps them in one batch, so the prompt is computed once).
     """
     order = scoring_order(seqs)
-    out = [0.0] * len(seqs)
+    out: list[list[float]] = [[0.0]] * len(seqs)
     for idx in batches(seqs, order, batch_size):
         batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}
-        for i, r in zip(idx, layout.rewards(model, batch).tolist(), strict=True):
+        rows = layout.rewards(model, batch)  # [n] or [n, 1 + A]
+        for i, r in zip(idx, (rows if rows.dim() == 2 else rows[:, None]).tolist(), strict=True):
             out[i] = r
     return out
 
@@ -173,8 +185,9 @@ def score_file(
     At most `window` records (default 16 batches' worth) are held at once: read, tokenized, scored
     length-sorted, written, dropped. Each output record is the input record plus `reward` (or
     `chosen_reward` and `rejected_reward`, or `rewards` for a K-response record) and, where a text did not
-    fit `max_length` and lost turns or tokens (`encode_texts`), `"truncated": true`; a NaN or infinite reward is
-    null, counted in `rewards_nonfinite` with its records' origins in `nonfinite_origins`. A bad record stops
+    fit `max_length` and lost turns or tokens (`encode_texts`), `"truncated": true`; for a model with attribute
+    outputs, `attributes: {name: value}` beside each reward (`output_fields`). A NaN or infinite output is null, a
+    reward so counted in `rewards_nonfinite` with its records' origins in `nonfinite_origins`. A bad record stops
     the job naming file and line, or with `on_bad_record="skip"` is left out and counted (`skipped` in the
     counts, by reason). The output is written as `<output>.partial` and renamed when every record is done,
     so a file under the output's name is always complete; a job that stops removes its `.partial`. An
@@ -182,6 +195,7 @@ def score_file(
     """
     check_output(Path(input_path), Path(output_path), overwrite)
     layout = layout or default_layout(model, tokenizer.pad_token_id)
+    attributes = model_attributes(model)  # [] for a one-output model: nothing new in the output
     window = window or 16 * batch_size
     device = next(model.parameters()).device
     prefix = special_prefix(tokenizer)
@@ -217,21 +231,16 @@ def score_file(
                     origins.append(origin)
                     keys.append([t.key for t in parts])
                     seqs += encoded
-                rewards = iter(zip(score_seqs(model, seqs, layout, batch_size, device), seqs, strict=True))
+                rows = iter(zip(score_outputs(model, seqs, layout, batch_size, device), seqs, strict=True))
                 for record, names, origin in zip(kept, keys, origins, strict=True):
-                    scored = [next(rewards) for _ in names]
-                    found: dict[str, Any] = {}
-                    for name, (reward, _) in zip(names, scored, strict=True):
-                        if not math.isfinite(reward):  # JSON has no NaN or Infinity: null, counted (issue 30)
-                            reward = None
-                            counts["rewards_nonfinite"] = counts.get("rewards_nonfinite", 0) + 1
-                            if nonfinite[-1:] != [origin]:  # each record once
-                                nonfinite.append(origin)
-                        if name == GROUP_KEY:
-                            found.setdefault(name, []).append(reward)
-                        else:
-                            found[name] = reward
-                    record.update(found)
+                    scored = [next(rows) for _ in names]
+                    # JSON has no NaN or Infinity: null, and a reward so counted with its record (issue 30)
+                    values = [[v if math.isfinite(v) else None for v in r] for r, _ in scored]
+                    bad = sum(v[0] is None for v in values)
+                    if bad:
+                        counts["rewards_nonfinite"] = counts.get("rewards_nonfinite", 0) + bad
+                        nonfinite.append(origin)
+                    record.update(output_fields(names, values, attributes))
                     if any(seq.truncated for _, seq in scored):
                         record["truncated"] = True
                         counts["records_truncated"] += 1

@@ -6,16 +6,27 @@ modeling file for plain transformers; rm loads them with its own identical class
 
 Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
 training does; other architectures (BERT, DeBERTa…) pool the sequence themselves (`PooledLogits`).
+
+A model with several outputs (issue 26) is read one way: output 0 is the reward, outputs 1.. are attributes
+named by `id2label` (`attribute_names`). rm's exports with `model.head.attributes` are written so
+(`id2label[0] == "reward"`); any other multi-output classifier is read the same way, and a log line says so.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
 import yaml
 from torch import nn
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
@@ -23,21 +34,53 @@ from rm.data.hub_reach import hub_advice, hub_offline, unreachable
 from rm.errors import ModelError
 from rm.model.architecture import own_class
 from rm.model.build import DTYPES
-from rm.model.reward import RewardModel, score_head
+from rm.model.reward import RewardModel, score_head, transformers_model
 from rm.model.threads import set_threads
 from rm.tokens.tokenizer import load_tokenizer
+
+log = logging.getLogger("rm")
+
+
+def attribute_names(config: PretrainedConfig) -> list[str]:
+    """The names of outputs 1.. of a sequence-classification config (`id2label[1:]`, in order); [] for one
+    output. An output without a label is `attribute_<i>`."""
+    labels = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
+    return [labels.get(i, f"attribute_{i}") for i in range(1, config.num_labels)]
+
+
+def model_attributes(model: nn.Module) -> list[str]:
+    """`attribute_names` of a loaded or training reward model (`RewardModel`, `PooledLogits`, under DDP or LoRA)."""
+    inner = getattr(model, "module", model)  # DistributedDataParallel's wrapped module
+    hf = getattr(inner, "hf", None)
+    return attribute_names(transformers_model(hf).config) if hf is not None else []
+
+
+def check_outputs(name: str, config: PretrainedConfig) -> None:
+    """A multi-output model is read as output 0 the reward and outputs 1.. its attributes: rm's exports name
+    output 0 "reward"; any other one is read the same way, said in a log line (a 2-label sentiment classifier's
+    output 0 is no reward, and nothing in its config can tell)."""
+    if config.num_labels < 1:
+        raise ModelError(f"{name}: has num_labels={config.num_labels}; a reward model has at least one output")
+    first = (getattr(config, "id2label", None) or {}).get(0, "reward")
+    if config.num_labels > 1 and first != "reward":
+        log.warning(
+            "%s has %d outputs and output 0 is %r, not 'reward': rm reads output 0 as the reward and outputs 1.. "
+            "as attributes %s", name, config.num_labels, first, attribute_names(config),
+        )  # fmt: skip
 
 
 class PooledLogits(nn.Module):
     """Models without a decoder `score` head (BERT, DeBERTa...) pool the sequence themselves; their
-    logits are the reward. Same call as `RewardModel`: (input_ids, attention_mask) -> [rows] fp32."""
+    logits are the reward. Same call as `RewardModel`: (input_ids, attention_mask) -> [rows] fp32, or with
+    several outputs [rows, 1 + A] (column 0 the reward), as `RewardModel` returns them."""
 
     def __init__(self, hf: PreTrainedModel):
         super().__init__()
         self.hf = hf
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.hf(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0].float()
+        logits = self.hf(input_ids=input_ids, attention_mask=attention_mask).logits
+        return (logits[:, 0] if logits.shape[-1] == 1 else logits).float()
 
 
 def load_reward_model(
@@ -47,7 +90,8 @@ def load_reward_model(
     device: str = "cpu",
     num_threads: int = 0,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
-    """(model, tokenizer) for any `AutoModelForSequenceClassification` with num_labels=1, in eval mode.
+    """(model, tokenizer) for any `AutoModelForSequenceClassification`, in eval mode. A model with several
+    outputs returns [rows, 1 + A], output 0 the reward (`check_outputs`; names: `attribute_names`).
 
     Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
     training does; other architectures use their own pooling through `PooledLogits`. `device="auto"`
@@ -58,10 +102,7 @@ def load_reward_model(
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-        if config.num_labels != 1:
-            raise ModelError(
-                f"{name_or_path}: has num_labels={config.num_labels}; a reward model has one output (num_labels=1)"
-            )
+        check_outputs(name_or_path, config)
         tokenizer = load_tokenizer(name_or_path, trust_remote_code)
         own = own_class(config, trust_remote_code)  # rm's reward head on a causal LM: no remote code
         if own is not None:

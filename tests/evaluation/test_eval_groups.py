@@ -10,12 +10,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
+from transformers import PretrainedConfig
 
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
@@ -23,6 +25,7 @@ from rm.collate.shard import EvalBatches
 from rm.data.formats.group import Group
 from rm.data.formats.pair import Pair
 from rm.evaluation import metrics
+from rm.evaluation.attribute_metrics import gathered_block
 from rm.evaluation.eval_result import build_result
 from rm.evaluation.gather import evaluate, gather_rewards
 from rm.evaluation.ranking_metrics import ratio_bootstrap_ci
@@ -46,6 +49,18 @@ class TokenReward(torch.nn.Module):
         return (input_ids[torch.arange(len(input_ids)), last] - ZERO).float() / 2
 
 
+class TokenAttributes(TokenReward):
+    """`TokenReward`'s reward as output 0, and two attribute outputs made from it (issue 26), named u and v."""
+
+    def __init__(self):
+        super().__init__()
+        self.hf = SimpleNamespace(config=PretrainedConfig(id2label={0: "reward", 1: "u", 2: "v"}))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        r = super().forward(input_ids, attention_mask)
+        return torch.stack([r, r * 3 % 5, -r], 1)
+
+
 def group(rewards, rank, index, subset=0, prompt_id=None, pairs=()) -> EncodedGroup:
     responses = [[ZERO + int(2 * r)] for r in rewards]
     prompt = prompt_id if prompt_id is not None else index
@@ -63,9 +78,9 @@ def hand_groups() -> list[EncodedGroup]:
     ]
 
 
-def gathered_of(groups, batches) -> dict:
+def gathered_of(groups, batches, model: torch.nn.Module | None = None) -> dict:
     loader = DataLoader(groups, batch_sampler=batches, collate_fn=PaddedCollator(0))
-    return gather_rewards(TokenReward(), loader, Accelerator(cpu=True))
+    return gather_rewards(model or TokenReward(), loader, Accelerator(cpu=True))
 
 
 # Each strict pair (better - worse reward) by hand: G0 0>1, 0>2; G1 the six of a ranking; G2 0>1, 2>1; G3 0>1.
@@ -101,9 +116,16 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
         "reward": torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -4.0, -3.0, -1.0]),
         "pairs": torch.tensor([[0, 0, 1, 0], [1, 0, 1, 0], [c, 0, 1, 1], [c + 1, 0, 1, 0], [-1, -1, -1, -1]]),
     }
+    # A model with attribute outputs: each response's outputs and scores travel with its reward (issue 26).
+    parts["attribute_outputs"] = torch.stack([parts["reward"] * 10, parts["reward"] * 100], 1)
+    parts["attribute_scores"] = torch.stack([-parts["reward"], torch.full_like(parts["reward"], float("nan"))], 1)
     g = first_copies(parts)
     assert g["index"].tolist() == [0, 1, 2] and g["prompt"].tolist() == [7, 8, 9]
     assert g["reward"].tolist() == [1, 2, 3, 4, 5, 6] and g["slot"].tolist() == [0, 1] * 3
+    assert g["attribute_outputs"].tolist() == [[10 * r, 100 * r] for r in range(1, 7)]
+    assert (
+        g["attribute_scores"][:, 0].tolist() == [-1, -2, -3, -4, -5, -6] and g["attribute_scores"][:, 1].isnan().all()
+    )
     assert g["pair_group"].tolist() == [0, 1, 2] and g["tie"].tolist() == [False, False, True]
     assert (g["chosen"].tolist(), g["rejected"].tolist()) == ([1, 3], [2, 4])
 
@@ -340,6 +362,7 @@ def test_rm_eval_leaves_out_a_response_too_long_and_keeps_the_rest_in_place(expo
 # 2 and 3 processes: the same groups, dealt as training's eval deals them, gathered exactly as by one process.
 
 MIXED = 31
+SUBSETS = ["x", "y", "z"]
 """Groups of mixed K (2 to 5), with ties and explicit pairs: batches of 3 make 11, dealt unevenly to 2 or 3."""
 
 
@@ -352,6 +375,9 @@ def mixed_groups() -> list[EncodedGroup]:
         rank[0], rank[-1] = 0, k  # never all tied
         pairs = [(0, k - 1, False), (1, k - 1, True)] if i % 5 == 0 and k > 2 else ()
         out.append(group(rng.integers(0, 20, size=k) / 2, rank, i, subset=i % 3, prompt_id=i // 2, pairs=pairs))
+        scores = np.random.default_rng(100 + i).integers(0, 5, size=2 * k).astype(float)  # [k x 2 attributes]
+        scores[::7] = np.nan  # some missing
+        out[-1].attributes = scores.tolist()
     return out
 
 
@@ -361,8 +387,8 @@ def worker(out: str) -> None:
     plan = PairBatches(groups, "padded", 3, shuffle=False)
     batches = EvalBatches(plan, accelerator.process_index, accelerator.num_processes)
     loader = DataLoader(groups, batch_sampler=batches, collate_fn=PaddedCollator(0))
-    gathered = gather_rewards(TokenReward(), loader, accelerator)
-    result = summarize_groups(gathered, ["x", "y", "z"])
+    gathered = gather_rewards(TokenAttributes(), loader, accelerator)
+    result = summarize_groups(gathered, ["x", "y", "z"]) | {"attributes": gathered_block(gathered, ["u", "v"], SUBSETS)}
     if accelerator.is_main_process:
         saved = {k: v.tolist() for k, v in gathered.items()} | {"processes": accelerator.num_processes}
         Path(out).write_text(json.dumps(saved | {"result": metrics.json_safe(result)}))
@@ -376,7 +402,9 @@ def test_groups_are_gathered_exactly_under_several_processes(processes, tmp_path
     from test_eval_multiprocess import ACCELERATE, REPO, free_port
 
     groups = mixed_groups()
-    one = gathered_of(groups, list(EvalBatches(PairBatches(groups, "padded", 3, shuffle=False), 0, 1)))
+    one = gathered_of(
+        groups, list(EvalBatches(PairBatches(groups, "padded", 3, shuffle=False), 0, 1)), TokenAttributes()
+    )
     cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1"]
     cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     env = os.environ | {"ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
@@ -385,9 +413,11 @@ def test_groups_are_gathered_exactly_under_several_processes(processes, tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     many = json.loads(out.read_text())
     assert many["processes"] == processes
-    for key, value in one.items():
-        assert many[key] == value.tolist(), key
-    assert many["result"] == metrics.json_safe(summarize_groups(one, ["x", "y", "z"]))
+    for key, value in one.items():  # attribute scores hold NaN (missing): compared as arrays
+        np.testing.assert_array_equal(np.array(many[key], dtype=float), value.double().numpy(), err_msg=key)
+    expected = summarize_groups(one, ["x", "y", "z"]) | {"attributes": gathered_block(one, ["u", "v"], SUBSETS)}
+    assert many["result"] == metrics.json_safe(expected)
+    assert many["result"]["attributes"]["v"]["overall"]["missing"] > 0
 
 
 if __name__ == "__main__":

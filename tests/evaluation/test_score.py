@@ -142,9 +142,9 @@ def test_records_are_written_before_later_ones_are_read_and_a_stopped_job_leaves
         events.append(f"scored {len(seqs)}")
         return real_score(model, seqs, *args)
 
-    real_read, real_score = module.read_file, module.score_seqs
+    real_read, real_score = module.read_file, module.score_outputs
     monkeypatch.setattr(module, "read_file", reader)
-    monkeypatch.setattr(module, "score_seqs", scorer)
+    monkeypatch.setattr(module, "score_outputs", scorer)
     model, tok = load_reward_model(str(exported_tiny))
     with pytest.raises(DataError, match=r"in\.jsonl:5: malformed JSON"):
         score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", window=2, progress=False)
@@ -218,15 +218,8 @@ def test_bad_records_name_file_line_and_field(exported_tiny, tmp_path):
             score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)
 
 
-def test_a_classifier_with_two_labels_is_refused(tokenizer, tmp_path):
-    from conftest import tiny_model
-
-    hf = tiny_model(tokenizer)
-    hf.config.num_labels = 2
-    hf.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    with pytest.raises(ModelError, match="num_labels=2"):
-        load_reward_model(str(tmp_path))
+def test_a_missing_model_is_refused(tmp_path):
+    """(A classifier with two labels loads, output 0 as the reward: tests/evaluation/test_attribute_outputs.py.)"""
     with pytest.raises(ModelError, match="cannot load"):
         load_reward_model(str(tmp_path / "missing"))
 

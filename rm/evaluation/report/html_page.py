@@ -189,6 +189,10 @@ def render_html(result: dict, kept: list[Example], rewards: list[np.ndarray], fi
     body += [_figure(figures["reward_hist.png"], "reward histograms"), "<h2>Length bias</h2>"]
     body += [_paragraph(md.length_text(o)), html_table(md.length_table(result), "length", overall=False)]
     body.append(_figure(figures["length_bias.png"], "length bias"))
+    if result.get("attributes") and "attributes.png" in figures:
+        body += ["<h2>Attributes</h2>", _paragraph(md.ATTRIBUTE_TEXT)]
+        body += [html_table(md.attribute_table(result), "attributes", overall=False)]
+        body.append(_figure(figures["attributes.png"], "attribute outputs against scores"))
     body += browser_html(result, items, quota, len(kept))
     data = json.dumps({"items": items}, ensure_ascii=False, allow_nan=False)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

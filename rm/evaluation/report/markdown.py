@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from rm.evaluation.attribute_metrics import attribute_lines
+
 
 def _rows(result: dict) -> list[tuple[str, dict]]:
     return list(result["subsets"].items()) + [("overall", result["overall"])]
@@ -45,7 +47,7 @@ def format_table(result: dict) -> str:
             f"{_f(m['best_of_k_accuracy'], 4):>9}  {_f(m['kendall_tau'], 4):>11}"
             for name, m in rows
         ]
-    return "\n".join(lines)
+    return "\n".join(lines + attribute_lines(result))
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -70,6 +72,12 @@ GROUP_TEXT = [
 CALIBRATION_TEXT = [
     "P(chosen) = sigmoid(r_chosen - r_rejected). Confidence is max(P, 1 - P), binned on [0.5, 1]; ECE is the",
     "pair-weighted mean |accuracy - confidence| over the bins (0 is perfectly calibrated).",
+]
+
+ATTRIBUTE_TEXT = [
+    "Each attribute output (config.json's `id2label[1:]`; output 0 is the reward) against the records' scores of",
+    "that name: RMSE, Pearson's r and Spearman's rho (ties share their mean rank) over the responses that have a",
+    "score; *missing* counts those without one (left out).",
 ]
 
 
@@ -116,6 +124,17 @@ def calibration_table(result: dict) -> Table:
         if b["n"]
     ]
     return ["confidence bin", "pairs", "mean confidence", "accuracy"], ["---", "---:", "---:", "---:"], rows
+
+
+def attribute_table(result: dict) -> Table:
+    """One row per attribute and subset, then the attribute overall."""
+    rows = []
+    for name, block in result["attributes"].items():
+        for subset, m in _rows(block):
+            cells = [_f(m["rmse"]), _f(m["pearson"]), _f(m["spearman"]), str(m["n"]), str(m["missing"])]
+            rows.append([name, subset, *cells])
+    head = ["attribute", "subset", "RMSE", "Pearson", "Spearman", "n", "missing"]
+    return head, ["---", "---"] + ["---:"] * 5, rows
 
 
 def length_text(o: dict) -> list[str]:
@@ -165,6 +184,9 @@ def render_markdown(result: dict) -> str:
     md += ["", "![reliability diagram](calibration.png)", "", "## Rewards", "", "![reward histograms](reward_hist.png)"]
     md += ["", "## Length bias", "", *length_text(o), "", *md_table(length_table(result))]
     md += ["", "![length bias](length_bias.png)", ""]
+    if result.get("attributes"):
+        md += ["## Attributes", "", *ATTRIBUTE_TEXT, "", *md_table(attribute_table(result))]
+        md += ["", "![attribute outputs against scores](attributes.png)", ""]
     return "\n".join(md)
 
 

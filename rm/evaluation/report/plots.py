@@ -149,6 +149,35 @@ def reward_hist_plot(
     return save(fig, path)
 
 
+def attribute_plot(result: dict, outputs: np.ndarray, scores: np.ndarray, path: str | Path, seed: int = 0) -> Path:
+    """Per attribute (`result["attributes"]`, in order), each scored response's output against its score
+    (`outputs`, `scores`: [responses, A], NaN where missing), the scores jittered a little so that the many
+    responses of one rating do not hide each other, with the identity line for reference."""
+    names = list(result["attributes"])
+    cols = min(3, len(names))
+    rows = -(-len(names) // cols)
+    fig, axes = new_figure(4.2 * cols, 3.8 * rows, rows, cols)
+    for ax in axes.flat[len(names) :]:
+        ax.set_visible(False)
+    rng = np.random.default_rng(seed)
+    for a, (ax, name) in enumerate(zip(axes.flat, names, strict=False)):
+        used = ~np.isnan(scores[:, a]) & np.isfinite(outputs[:, a])
+        x, y = scores[used, a], outputs[used, a]
+        spread = 0.015 * (np.ptp(x) if len(x) else 0.0)
+        ax.scatter(x + rng.uniform(-spread, spread, len(x)), y, s=8, alpha=0.5, color=RM, linewidths=0)
+        if len(x):
+            lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+            ax.plot([lo, hi], [lo, hi], color=BASELINE, lw=1, ls=":", label="output = score")
+            ax.legend(fontsize=8, loc="upper left")
+        m = result["attributes"][name]["overall"]
+        rho = "n/a" if m["spearman"] is None or np.isnan(m["spearman"]) else f"{m['spearman']:.3f}"
+        ax.set_title(f"{name} (n={m['n']}, Spearman {rho})", fontsize=10)
+        ax.set_xlabel("score in the data")
+        ax.set_ylabel("model output")
+    fig.suptitle("Attribute outputs against the records' scores")
+    return save(fig, path)
+
+
 def length_plot(result: dict, lengths: tuple[np.ndarray, ...], path: str | Path, seed: int = 0) -> Path:
     """Three views of length bias: per-subset rates, accuracy by length difference, reward vs length.
 

@@ -1,0 +1,103 @@
+"""eval.json's `attributes` block (issue 26): how well a model's attribute outputs predict the records' scores.
+
+Per attribute, overall and per subset, over the responses that have a score (a missing one is skipped and
+counted): the RMSE of output against score, Pearson's r, and Spearman's rho (Pearson's r of the ranks, tied
+values sharing the mean of their ranks, as scipy.stats.spearmanr ranks them: ratings on a 0-4 scale tie often).
+A model without attribute outputs has no block, so its eval.json is what it always was.
+
+    {"helpfulness": {"overall": {"rmse", "pearson", "spearman", "n", "missing"}, "subsets": {name: {...}}}, ...}
+
+An undefined number (fewer than 2 scored responses, or a constant output or score) is NaN, null in eval.json.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rm.evaluation.summary import by_subset
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of `x`, each run of equal values sharing the mean of its ranks ([1, 5, 5, 2] -> [1, 3.5, 3.5, 2])."""
+    order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run of equal values begins
+    ends = np.r_[starts[1:], len(x)]
+    run = np.repeat(np.arange(len(starts)), ends - starts)  # the run of each sorted position
+    ranks = np.empty(len(x))
+    ranks[order] = ((starts + ends - 1) / 2 + 1)[run]  # mean of the 1-based ranks starts+1 .. ends
+    return ranks
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's r; NaN for fewer than 2 points or a constant side (no correlation is defined)."""
+    if len(x) < 2:
+        return float("nan")
+    dx, dy = x - x.mean(), y - y.mean()
+    scale = np.sqrt((dx * dx).sum() * (dy * dy).sum())
+    return float((dx * dy).sum() / scale) if scale > 0 else float("nan")
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho: Pearson's r of the average ranks."""
+    return pearson(average_ranks(x), average_ranks(y)) if len(x) else float("nan")
+
+
+def fit_numbers(pred: np.ndarray, true: np.ndarray) -> dict[str, float | int]:
+    """RMSE, Pearson and Spearman of one attribute's outputs `pred` against its scores `true` ([responses] each,
+    a score NaN where missing: skipped, counted in `missing`; an output that is not finite is skipped too)."""
+    pred, true = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    scored = ~np.isnan(true)
+    used = scored & np.isfinite(pred)
+    p, t = pred[used], true[used]
+    return {
+        "rmse": float(np.sqrt(np.mean((p - t) ** 2))) if len(p) else float("nan"),
+        "pearson": pearson(p, t),
+        "spearman": spearman(p, t),
+        "n": int(used.sum()),
+        "missing": int((~scored).sum()),
+    }
+
+
+def attribute_block(
+    pred: np.ndarray, true: np.ndarray, subset_ids: np.ndarray, attributes: list[str], subsets: list[str]
+) -> dict[str, dict]:
+    """eval.json's `attributes`: `fit_numbers` per attribute, overall and per subset, from every response's
+    outputs `pred` and scores `true` ([responses, A] each) and its subset (`subset_ids[i]` indexes `subsets`)."""
+    return {
+        name: by_subset(lambda mask, a=a: fit_numbers(pred[mask, a], true[mask, a]), subset_ids, subsets)
+        for a, name in enumerate(attributes)
+    }
+
+
+def gathered_block(gathered: dict[str, torch.Tensor], attributes: list[str], subsets: list[str]) -> dict[str, dict]:
+    """`attribute_block` of `gather_rewards`' result (rm/evaluation/gather.py), each response once."""
+    subset_ids = gathered["subset"][gathered["group"]].numpy()
+    return attribute_block(
+        gathered["attribute_outputs"].double().numpy(),
+        gathered["attribute_scores"].double().numpy(),
+        subset_ids,
+        attributes,
+        subsets,
+    )
+
+
+def attribute_lines(result: dict) -> list[str]:
+    """The console summary's attribute lines (overall per attribute), [] for a model without attribute outputs."""
+    if not result.get("attributes"):
+        return []
+
+    def num(x: float | None) -> str:
+        return "n/a" if x is None or np.isnan(x) else f"{x:.4f}"
+
+    w = max(9, *(len(name) for name in result["attributes"]))
+    head = f"{'attribute':<{w}}      n  missing    RMSE  Pearson  Spearman"
+    lines = ["", head, "-" * len(head)]
+    for name, block in result["attributes"].items():
+        m = block["overall"]
+        lines.append(
+            f"{name:<{w}}  {m['n']:5d}  {m['missing']:7d}  {num(m['rmse']):>6}  {num(m['pearson']):>7}  "
+            f"{num(m['spearman']):>8}"
+        )
+    return lines
