@@ -4,6 +4,7 @@ transformers server, on the same export and the same requests, interleaved.
     python scripts/bench_serve.py                          # small model, 32 clients, 3 turns of 20 s per mode
     python scripts/bench_serve.py --size medium            # the ~30M-parameter Llama
     python scripts/bench_serve.py --seconds 10 --turns 2   # a quick run
+    python scripts/bench_serve.py --layouts                # also (b'): groups in packed rows (--no-prefix-cache)
 
 Set-up (cached in --work per size and seed): the real harmless-base pairs, a BPE of 8,192 tokens trained on
 them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, hidden 256 x 4 layers; `medium`:
@@ -12,7 +13,9 @@ them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, h
 prompt and its longest completion fit max_length (512), so no mode truncates anything.
 
 Modes, each its own server process on localhost, all started before the first turn:
-- (a) `rm-score`: `rm serve`'s /score with the 8 texts prompt + completion (the prompt computed 8 times);
+- (a) `rm-score`: `rm serve`'s /score with the 8 texts prompt + completion (each its own text; rm still computes a
+  prompt once for texts that happen to sit side by side in a batch with the same prompt ids, so the tokens (a)
+  computes are counted from the server's /info and printed beside the nominal ceiling);
 - (b) `rm-groups`: `rm serve`'s /score_groups with the group (its prompt computed once);
 - (c) `baseline`: a plain transformers server (Starlette + uvicorn, as small as such servers are written):
   AutoModelForSequenceClassification on each request's texts as one padded batch, requests one at a time, no
@@ -28,7 +31,8 @@ errors (a non-200 reply or a reply with the wrong number of rewards), lost reque
 the server's peak RSS (VmHWM, the server and its children). Each load process is bounded in requests
 (--max-requests) and time (each request's timeout, and the process's). The same run prints the token ceiling of
 (b) over (a): the tokens /score computes over the tokens /score_groups computes for the same requests, and the
-measured (b)/(a) as a fraction of it.
+measured (b)/(a) as a fraction of it; then the tokens each rm server reports it computed per response (its
+/info counters), the ceiling over what (a) really computed, and the model thread's busy share per mode.
 """
 
 from __future__ import annotations
@@ -54,8 +58,16 @@ MAX_LENGTH = 512
 VOCAB = 8192
 GROUP = 8
 MODES = ("rm-score", "rm-groups", "baseline")
-ROUTES = {"rm-score": "/score", "rm-groups": "/score_groups", "baseline": "/score"}
-LABELS = {"rm-score": "(a) rm serve /score", "rm-groups": "(b) rm serve /score_groups", "baseline": "(c) baseline"}
+PACKED = "rm-groups-packed"
+"""With --layouts: /score_groups again on a server started with --no-prefix-cache (groups in packed rows)."""
+GROUPED = ("rm-groups", PACKED)
+ROUTES = {"rm-score": "/score", "rm-groups": "/score_groups", "baseline": "/score", PACKED: "/score_groups"}
+LABELS = {
+    "rm-score": "(a) rm serve /score",
+    "rm-groups": "(b) rm serve /score_groups",
+    "baseline": "(c) baseline",
+    PACKED: "(b') /score_groups, packed rows",
+}
 
 
 # --- set-up: export and requests ---------------------------------------------------------------------------
@@ -117,7 +129,7 @@ def ceiling(requests: list[dict]) -> tuple[float, int, int]:
 
 
 def body(mode: str, request: dict) -> bytes:
-    if mode == "rm-groups":
+    if mode in GROUPED:
         return json.dumps({"groups": [{"prompt": request["prompt"], "responses": request["completions"]}]}).encode()
     return json.dumps({"texts": [request["prompt"] + c for c in request["completions"]]}).encode()
 
@@ -169,7 +181,7 @@ async def load(
         try:
             reply = await client.post(ROUTES[mode], content=bodies[k], headers=headers)
             rewards = reply.json().get("rewards") if reply.status_code == 200 else None
-            if mode == "rm-groups" and rewards:
+            if mode in GROUPED and rewards:
                 rewards = rewards[0]
             ok = isinstance(rewards, list) and len(rewards) == expected[k]
             why = f"HTTP {reply.status_code}: {reply.text[:200]}" if not ok else ""
@@ -256,7 +268,7 @@ def baseline_server(export: Path, threads: int) -> None:
 # --- the conductor -------------------------------------------------------------------------------------------
 
 
-def start_servers(export: Path, work: Path, threads: int, server_args: list[str]) -> dict[str, tuple]:
+def start_servers(export: Path, work: Path, threads: int, server_args: list[str], modes: list[str]) -> dict[str, tuple]:
     """Every mode's server process; (process, url) once each answers /health."""
     rm_cmd = [sys.executable, "-m", "rm", "serve", str(export), "--port", "0", "--num-threads", str(threads)]
     rm_cmd += server_args
@@ -264,7 +276,9 @@ def start_servers(export: Path, work: Path, threads: int, server_args: list[str]
         "rm-score": rm_cmd,
         "rm-groups": rm_cmd,
         "baseline": [sys.executable, __file__, "--baseline-server", str(export), "--threads", str(threads)],
+        PACKED: [*rm_cmd, "--no-prefix-cache"],
     }
+    commands = {mode: commands[mode] for mode in modes}
     env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     procs = {}
     for mode, cmd in commands.items():
@@ -318,11 +332,31 @@ def same_rewards(servers: dict[str, tuple], request: dict) -> float:
     got = []
     for mode, (_, url) in servers.items():
         rewards = httpx.post(url + ROUTES[mode], content=body(mode, request), timeout=120).json()["rewards"]
-        got.append(rewards[0] if mode == "rm-groups" else rewards)
+        got.append(rewards[0] if mode in GROUPED else rewards)
     return max(abs(a - b) for other in got[1:] for a, b in zip(got[0], other, strict=True))
 
 
+def counters(url: str, mode: str) -> dict[str, float]:
+    """The rm server's model-thread seconds, sequences scored and tokens computed so far (GET /info); zeros for
+    the baseline, which does not say."""
+    import httpx
+
+    if not mode.startswith("rm-"):
+        return {"busy_seconds": 0.0, "scored": 0, "tokens": 0}
+    info = httpx.get(url + "/info", timeout=30).json()
+    return {k: float(info[k]) for k in ("busy_seconds", "scored", "tokens")}
+
+
 def run_turn(url: str, mode: str, work: Path, args: argparse.Namespace, seed: int) -> dict:
+    before, started = counters(url, mode), time.monotonic()
+    result = load_turn(url, mode, work, args, seed)
+    after = counters(url, mode)
+    result["busy"] = (after["busy_seconds"] - before["busy_seconds"]) / (time.monotonic() - started)
+    result["tokens_per_response"] = (after["tokens"] - before["tokens"]) / max(1.0, after["scored"] - before["scored"])
+    return result
+
+
+def load_turn(url: str, mode: str, work: Path, args: argparse.Namespace, seed: int) -> dict:
     cmd = [sys.executable, __file__, "--load", url, "--mode", mode, "--work", str(work), "--clients", str(args.clients)]
     cmd += ["--seconds", str(args.seconds), "--warmup", str(args.warmup), "--max-requests", str(args.max_requests)]
     cmd += ["--seed", str(seed), "--pool", str(args.pool_file)]
@@ -352,15 +386,17 @@ def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float
             "lost": sum(t["lost"] for t in turns),
             "sent": sum(t["sent"] for t in turns),
             "peak_rss_mb": peaks[mode],
+            "busy": statistics.median(t["busy"] for t in turns),
+            "tokens_per_response": statistics.median(t["tokens_per_response"] for t in turns),
         }
     head = "requests/s | responses/s | (counted) | p50 ms | p95 ms | p99 ms | errors | lost | sent | peak RSS MB"
-    print(f"\n| mode | {head} |\n| --- |" + " ---: |" * 10)
+    print(f"\n| mode | {head} | model busy |\n| --- |" + " ---: |" * 11)
     for mode, r in rows.items():
         print(
             f"| {LABELS[mode]} | {r['requests_per_s']:.2f} | {r['responses_per_s']:.1f} | {r['counted']:.1f} | "
             f"{r['p50_ms']:.0f} | "
             f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r['lost']} | {r['sent']} | "
-            f"{r['peak_rss_mb']:.0f} |"
+            f"{r['peak_rss_mb']:.0f} | " + (f"{r['busy']:.0%} |" if mode.startswith("rm-") else "- |")
         )
     a, b, c = (rows[m]["responses_per_s"] for m in MODES)
     speedup, over_c = b / a, b / c
@@ -376,12 +412,21 @@ def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float
         "no errors, no request lost": errors == 0,
     }
     print("targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in checks.items()))
+    computed = rows["rm-score"]["tokens_per_response"] / rows["rm-groups"]["tokens_per_response"]
+    print(
+        f"tokens the server computed per response: (a) {rows['rm-score']['tokens_per_response']:.0f} (rm shares a "
+        f"prompt between texts that sit side by side in a batch), (b) {rows['rm-groups']['tokens_per_response']:.0f}; "
+        f"so the ceiling over what (a) computed is {computed:.3f}x, and (b)/(a) is {speedup / computed:.1%} of it"
+    )
+    if PACKED in rows:
+        print(f"(b) on cached prompts over (b') in packed rows: {b / rows[PACKED]['responses_per_s']:.3f}x")
     summary = {m: round(r["responses_per_s"], 2) for m, r in rows.items()}
     return summary | {
         "ceiling": round(ratio, 3),
         "b_over_a": round(speedup, 3),
         "b_over_c": round(over_c, 3),
         "fraction_of_ceiling": round(speedup / ratio, 3),
+        "computed_ceiling": round(computed, 3),
         "errors": errors,
     }
 
@@ -397,16 +442,17 @@ def conduct(args: argparse.Namespace) -> None:
         f"{len(requests)} GRPO groups of {GROUP} from {pool['pairs']} HH pairs; model {args.size} {pool['model']}; "
         f"{flat / len(requests):.0f} tokens a request as flat texts, {group / len(requests):.0f} as a group"
     )
-    servers = start_servers(folder / "export", args.work, args.threads, args.server_args.split())
+    modes = [*MODES, PACKED] if args.layouts else list(MODES)
+    servers = start_servers(folder / "export", args.work, args.threads, args.server_args.split(), modes)
     try:
         print(
             f"servers up; largest reward difference between modes on one request: "
             f"{same_rewards(servers, requests[0]):.2e}",
             flush=True,
         )
-        results: dict[str, list[dict]] = {m: [] for m in MODES}
+        results: dict[str, list[dict]] = {m: [] for m in modes}
         for turn in range(args.turns):
-            for mode in MODES:
+            for mode in modes:
                 r = run_turn(servers[mode][1], mode, args.work, args, seed=args.seed + turn)
                 results[mode].append(r)
                 print(
@@ -441,6 +487,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads per server (0: every usable core)")
     ap.add_argument("--server-args", default="", help="more `rm serve` flags, e.g. '--max-batch-tokens 32768'")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--layouts",
+        action="store_true",
+        help="also (b'): /score_groups on a server with --no-prefix-cache, interleaved",
+    )
     ap.add_argument("--baseline-server", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)

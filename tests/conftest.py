@@ -23,6 +23,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
 from rm.tokens.store import EncodedGroup  # noqa: E402
+from rm.tokens.tokenizer import special_prefix  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # The smallest model and tokenizer the end-to-end tests train: seconds per run on 2 CPU cores.
@@ -141,6 +142,16 @@ def attribute_export(tokenizer, tmp_path_factory):
     with torch.no_grad():  # outputs of distinct scales, so a column mixed up with another shows
         hf.score.weight.mul_(torch.tensor([[1.0], [5.0], [20.0]]))
     return export_model(hf, tokenizer, root / "export", cfg, Weights(None, None))
+
+
+def plain_outputs(export, tokenizer, prompt: str, response: str) -> list[float]:
+    """logits[0] of plain transformers on the tokens `rm score` and `rm serve` build for a text (prompt and response
+    apart, the tokenizer's special prefix in front)."""
+    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
+    ids = special_prefix(tokenizer) + tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    ids += tokenizer(response, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0].tolist()
 
 
 def plain_transformers_rewards(export: Path, texts: list[str]) -> torch.Tensor:

@@ -53,6 +53,12 @@ def add(sub) -> None:
         help="a text over max_length: cut from the left by rm's rule and flagged (default), or refused (422)",
     )
     p.add_argument("--normalize", action="store_true", help="(reward - mean) / std with the export's recorded stats")
+    p.add_argument(
+        "--no-prefix-cache",
+        dest="prefix_cache",
+        action="store_false",
+        help="score groups in the shared layout's packed rows, not on each prompt's cached keys and values",
+    )
     add_loading_args(p)
     p.add_argument("--access-log", action="store_true", help="log one line per request (paths, never headers)")
     add_threads_arg(p)
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         trust_remote_code=args.trust_remote_code,
         normalize=args.normalize,
+        prefix_cache=args.prefix_cache,
         max_length=args.max_length,
         dtype=args.dtype,
         num_threads=args.num_threads,

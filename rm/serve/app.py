@@ -64,6 +64,7 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
         cfg.max_batch_tokens,
         cfg.max_wait_ms,
         max(scorer.max_length, MAX_ROW),
+        cached=scorer.groups is not None,
     )
     prep = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rm-serve-prepare")
     headers = {"x-rm-worker": str(worker)}
@@ -100,8 +101,12 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
                 "max_length": scorer.max_length,
                 "truncation_side": "left",
                 "normalize": scorer.norm,
-                "attributes": [],
+                "attributes": scorer.attributes,
                 "layout": scorer.layout_name,
+                "group_layout": scorer.group_layout_name,
+                "busy_seconds": round(batcher.busy, 3),
+                "scored": batcher.scored,
+                "tokens": batcher.tokens,
                 "on_too_long": cfg.on_too_long,
                 "max_texts": cfg.max_texts,
                 "max_body_bytes": cfg.max_body_bytes,
@@ -154,15 +159,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def answer(route: str, prepared: Prepared, raw: list[list[float]], scorer: Scorer, request_id: str) -> dict:
-    """The response body: one reward per item (one list per group for /score_groups), and which were cut."""
-    rewards = [[scorer.reward(r) for r in item] for item in raw]
+def answer(route: str, prepared: Prepared, raw: list[list], scorer: Scorer, request_id: str) -> dict:
+    """The response body: one reward per item (one list per group for /score_groups), which were cut, and with
+    attribute outputs `attributes` parallel to `rewards` ({name: value} per text)."""
+    outputs = [[scorer.outputs(r) for r in item] for item in raw]
+    rewards = [[reward for reward, _ in item] for item in outputs]
+    attributes = [[values for _, values in item] for item in outputs]
     truncated = [[s.truncated for s in seqs] for seqs in prepared.items]
     if any(r is None for item in rewards for r in item):
         log.warning("request %s: some rewards are not finite (the model overflows): sent as null", request_id)
+    extra = {"attributes": attributes} if scorer.attributes else {}
     if prepared.grouped:
-        return {"rewards": rewards, "truncated": truncated}
+        return {"rewards": rewards, "truncated": truncated, **extra}
     flat, cut = [item[0] for item in rewards], [item[0] for item in truncated]
     if route == "get_reward":  # what OpenRLHF's client reads: rewards, scores (else rewards), extra_logs
         return {"rewards": flat, "scores": flat, "extra_logs": {}, "truncated": cut}
-    return {"rewards": flat, "truncated": cut}
+    extra = {"attributes": [item[0] for item in attributes]} if scorer.attributes else {}
+    return {"rewards": flat, "truncated": cut, **extra}

@@ -88,6 +88,7 @@ def load(cfg: ServeConfig, index: int):
         max_length=cfg.max_length,
         normalize=cfg.normalize,
         num_threads=threads,
+        prefix_cache=cfg.prefix_cache,
     )
 
 

@@ -23,9 +23,10 @@ from rm.errors import ConfigError
 from rm.evaluation.record_texts import ScoreText
 from rm.evaluation.score_file import default_layout, encode_texts
 from rm.model.build import DTYPES, check_positions
-from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model
+from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model, model_attributes
 from rm.model.reward import RewardModel, score_head
 from rm.model.threads import set_threads
+from rm.serve.prefix_cache import PrefixScoring, prefix_support, runs
 from rm.tokens.tokenizer import special_prefix
 
 log = logging.getLogger("rm.serve")
@@ -43,8 +44,13 @@ class Scorer:
     device: torch.device
     norm: dict[str, float] | None
     """{"mean", "std"} applied to every reward (--normalize), or None for raw rewards."""
+    groups: PrefixScoring | None = None
+    """Where the model allows it, how runs of responses to one prompt are scored: on the prompt's cached keys and
+    values (rm/serve/prefix_cache.py); None: in the shared (or padded) layout like single texts."""
 
     def __post_init__(self) -> None:
+        self.attributes = model_attributes(self.model)
+        """Names of outputs 1.. (model.head.attributes of an rm export); [] for a one-output model."""
         self.prefix = special_prefix(self.tokenizer)
         self.renderer = Renderer(self.tokenizer)  # message lists: the model's chat template, as `rm score`
 
@@ -52,17 +58,34 @@ class Scorer:
     def layout_name(self) -> str:
         return "shared" if isinstance(self.layout, PackedScoring) else "padded"
 
+    @property
+    def group_layout_name(self) -> str:
+        """How a group's responses are scored: `prefix-cache`, or the layout single texts get."""
+        return "prefix-cache" if self.groups is not None else self.layout_name
+
     def encode(self, texts: list[ScoreText]) -> list[ScoreSeq]:
         """One request item's texts (one text, or a group's responses, fitted together as `rm score` fits a
         record's): the caller keeps items apart, since texts encoded together share one fitting."""
         return encode_texts(self.tokenizer, texts, self.max_length, self.prefix)
 
     @torch.inference_mode()
-    def forward(self, seqs: list[ScoreSeq]) -> list[float]:
+    def forward(self, seqs: list[ScoreSeq]) -> list:
         """Raw rewards of one batch, in the order given (a shared prompt is computed once where seqs that share
-        it sit side by side)."""
-        batch = {k: v.to(self.device) for k, v in self.layout.collate(seqs).items()}
-        return self.layout.rewards(self.model, batch).tolist()
+        it sit side by side): a group's runs of two or more responses on their prompt's cache where the model allows
+        it, everything else (single texts) in the layout. With attribute outputs each entry is [reward, *attributes]."""
+        cached = [m for m in runs(seqs) if len(m) > 1 and seqs[m[0]].group and len(seqs[m[0]].prompt_ids)]
+        cached = cached if self.groups is not None else []
+        flat = sorted(set(range(len(seqs))).difference(i for m in cached for i in m))
+        out: list = [0.0] * len(seqs)
+        if cached:
+            order = [i for m in cached for i in m]
+            for i, r in zip(order, self.groups.rewards([seqs[i] for i in order]).tolist(), strict=True):
+                out[i] = r
+        if flat:
+            batch = {k: v.to(self.device) for k, v in self.layout.collate([seqs[i] for i in flat]).items()}
+            for i, r in zip(flat, self.layout.rewards(self.model, batch).tolist(), strict=True):
+                out[i] = r
+        return out
 
     def reward(self, raw: float) -> float | None:
         """What a client gets: normalised when asked; None (JSON null) where the model overflowed, as `rm score`
@@ -70,9 +93,25 @@ class Scorer:
         value = raw if self.norm is None else (raw - self.norm["mean"]) / self.norm["std"]
         return value if math.isfinite(value) else None
 
+    def outputs(self, raw: float | list[float]) -> tuple[float | None, dict[str, float | None] | None]:
+        """(reward, {attribute: value}) of one scored text: --normalize applies to the reward alone (the export's
+        mean and std are the reward's); attributes are the head's raw outputs, None where not finite."""
+        if not self.attributes:
+            return self.reward(raw), None
+        values = {n: (v if math.isfinite(v) else None) for n, v in zip(self.attributes, raw[1:], strict=True)}
+        return self.reward(raw[0]), values
+
 
 def load_scorer(
-    name: str, *, device: str, dtype: str, trust_remote_code: bool, max_length: int, normalize: bool, num_threads: int
+    name: str,
+    *,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+    max_length: int,
+    normalize: bool,
+    num_threads: int,
+    prefix_cache: bool = True,
 ) -> Scorer:
     """Load `name` as `rm score` does (an export or any sequence-classification model), or a run directory:
     its export when it has one, else its newest checkpoint rebuilt as `rm export` rebuilds it."""
@@ -89,7 +128,12 @@ def load_scorer(
     norm = normalization(model.hf.config, name) if normalize else None
     layout = default_layout(model, tokenizer.pad_token_id)
     dev = next(model.parameters()).device
-    return Scorer(name, model, tokenizer, max_length, layout, dev, norm)
+    groups = None
+    if prefix_cache and isinstance(layout, PackedScoring):
+        groups, why_not = prefix_support(model, tokenizer.pad_token_id, dev)
+        if why_not:
+            log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
+    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups)
 
 
 def exported(name: str) -> str:

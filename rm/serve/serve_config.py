@@ -49,6 +49,9 @@ class ServeConfig:
     dtype: str = "float32"
     num_threads: int = 0
     """torch CPU threads per worker; 0: the usable cores divided among the workers."""
+    prefix_cache: bool = True
+    """Score a group's responses on its prompt's cached keys and values where the model allows it
+    (rm/serve/prefix_cache.py); False: in the shared layout's packed rows (--no-prefix-cache)."""
     auth: bool = True
     """False only with an explicit --no-auth."""
     access_log: bool = False

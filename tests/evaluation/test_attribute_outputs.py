@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from conftest import ATTRIBUTE_NAMES, tiny_model
+from conftest import ATTRIBUTE_NAMES, plain_outputs, tiny_model
 from rm.cli import main as cli_main
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
@@ -21,15 +21,6 @@ from rm.model.pretrained import attribute_names, load_reward_model
 from rm.tokens.tokenizer import special_prefix
 
 NAMES = ATTRIBUTE_NAMES
-
-
-def plain_outputs(export, tokenizer, prompt: str, response: str) -> list[float]:
-    """logits[0] of plain transformers on the tokens `rm score` builds for a text (prompt and response apart)."""
-    model = AutoModelForSequenceClassification.from_pretrained(export).eval()
-    ids = special_prefix(tokenizer) + tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    ids += tokenizer(response, add_special_tokens=False)["input_ids"]
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([ids])).logits[0].tolist()
 
 
 def test_an_attribute_export_loads_with_its_names(attribute_export):

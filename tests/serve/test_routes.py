@@ -10,6 +10,7 @@ from serving import TEMPLATE, client, padded, scorer_for, text_reference
 from transformers import AutoTokenizer
 
 import rm
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText
 from rm.evaluation.score_file import score_file
 
 HERE = Path(__file__).parent
@@ -119,7 +120,13 @@ def test_openrlhf_recorded_request_gets_the_answer_its_client_reads(scorer):
 def test_health_and_info(scorer):
     with client(scorer, max_texts=7, on_too_long="error") as c:
         assert c.get("/health").json() == {"status": "ok"}
+        before = c.get("/info").json()
+        c.post("/score_groups", json={"groups": [{"prompt": "Hi.", "responses": ["a", "bb", "ccc"]}]})
         info = c.get("/info").json()
+    assert (before["scored"], before["tokens"], before["busy_seconds"]) == (0, 0, 0.0)
+    seqs = scorer.encode([ScoreText(GROUP_KEY, "Hi.", r) for r in ["a", "bb", "ccc"]])
+    prompt_once = len(seqs[0].prompt_ids) + sum(len(s.response_ids) for s in seqs)
+    assert info.pop("scored") == 3 and info.pop("tokens") == prompt_once and info.pop("busy_seconds") > 0
     assert info == {
         "model": scorer.name,
         "max_length": 512,
@@ -127,6 +134,7 @@ def test_health_and_info(scorer):
         "normalize": None,
         "attributes": [],
         "layout": "shared",
+        "group_layout": "prefix-cache",
         "on_too_long": "error",
         "max_texts": 7,
         "max_body_bytes": 8 << 20,

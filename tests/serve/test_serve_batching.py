@@ -9,7 +9,7 @@ from serving import client, padded, reference, scorer_for, text_reference
 
 from rm.collate.scoring import ScoreSeq
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText
-from rm.serve.batcher import Job, Part, plan
+from rm.serve.batch_plan import Job, Part, plan
 
 WORDS = "the a sky is blue two plus four makes six answer question why because water wet cold".split()
 
@@ -108,3 +108,32 @@ def batch_slots(batch: list[Part]) -> int:
 
     lengths = [p.width for p in batch]
     return len(plan_rows(lengths, max(lengths))) * max(lengths)
+
+
+def test_arrivals_join_the_next_batch_and_a_passed_over_job_is_served_within_two():
+    """Continuous batching: jobs queued while the model runs are cut in with what is pending before the next batch
+    (the widest full batch goes first), and a job passed over twice goes next whatever its length."""
+    from rm.serve.batcher import Batcher
+
+    done: dict[str, list] = {}
+    order: list[list[str]] = []  # the jobs in each batch, in scoring order
+    arrivals = [f"long{i}" for i in range(1, 5)]
+
+    def make(name: str, length: int, items: int) -> Job:
+        return Job(name, [[seq(1, length - 1)] for _ in range(items)], lambda r: done.setdefault(name, r))
+
+    def forward(seqs: list[ScoreSeq]) -> list[float]:
+        if arrivals:  # a client answered by this batch is back with a long request while it runs
+            batcher.queue.put(make(arrivals.pop(0), 20, 2))
+        return [float(len(s)) for s in seqs]
+
+    batcher = Batcher(forward, shared=False, max_batch_tokens=40, max_wait_ms=0)
+    real_score = batcher._score
+    batcher._score = lambda batch: (order.append(sorted({p.job.request_id for p in batch})), real_score(batch))
+    batcher.queue.put(make("short", 4, 1))
+    batcher.queue.put(make("long0", 20, 2))  # two rows of 20: a full batch of 40 slots
+    batcher.start()
+    batcher.stop()
+    assert order[:3] == [["long0"], ["long1"], ["short"]]  # long1 came during batch 1; short waited two batches
+    assert set(done) == {"short", *(f"long{i}" for i in range(5))}
+    assert done["short"] == [[4.0]] and done["long3"] == [[20.0], [20.0]]
