@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Does an rm export work in the tools people plug reward models into? One venv per client, built from the
 # package registry (torch==2.13.0 first, as in the Makefile), each loading fresh exports (random-init,
-# LoRA, local pretrained model whose tokenizer adds BOS) and scoring real HH conversations its own way;
-# every reward must match `rm score` to 1e-4. Then `rm serve` of each export, called through TRL's and
-# OpenRLHF's own remote-reward paths (rows "-> rm serve"), held to the same tolerance. Prints one table.
+# LoRA, local pretrained model whose tokenizer adds BOS; one with attribute outputs beside the reward and its
+# reward-only export) and scoring real HH conversations its own way; every output must match `rm score` to 1e-4.
+# Plain transformers runs in three versions: 4.57 and 5.x in their own venvs, 4.51 in RewardBench's (its pin).
+# Then `rm serve` of each export, called through TRL's and OpenRLHF's own remote-reward paths (rows
+# "-> rm serve"), held to the same tolerance. Prints two tables: the one-output exports, then the attribute
+# export and its reward-only export, one column per output (a client that refuses a multi-output model is a note).
 #
 #   scripts/check_clients.sh [VENV_DIR]     # default /work/venvs (or $CLIENT_VENVS); `make clients`
 #
@@ -50,7 +53,11 @@ for spec in "tf4 transformers==4.57.6" "tf5 transformers==5.24.0" "trl trl==1.16
   shift
   echo "client $name: $*" >&2
   if build "$name" "$@" > "$WORK/logs/build-$name.log" 2>&1; then
-    case $name in tf4|tf5) check transformers "$name" ;; *) check "$name" "$name" ;; esac
+    case $name in
+      tf4|tf5) check transformers "$name" ;;
+      rewardbench) check transformers rewardbench transformers-4.51 && check rewardbench rewardbench ;;
+      *) check "$name" "$name" ;;
+    esac
   else
     failed "$name" "pip install $* failed, see $WORK/logs/build-$name.log"
   fi
@@ -104,12 +111,12 @@ wait_url() {  # wait_url LOG: the URL rm serve printed, once its /health answers
   return 1
 }
 SERVED="{"
-for kind in random lora bos; do
+for kind in random lora bos attributes reward-only; do
   PYTHONPATH=$REPO "$RM_PY" -m rm serve "$WORK/$kind/export" --port 0 --num-threads 1 \
     > "$WORK/logs/serve-$kind.log" 2>&1 &
   SERVERS+=($!)
 done
-for kind in random lora bos; do
+for kind in random lora bos attributes reward-only; do
   url=$(wait_url "$WORK/logs/serve-$kind.log") || { echo "rm serve of $kind did not start:"; tail -20 "$WORK/logs/serve-$kind.log"; exit 1; }
   SERVED="$SERVED\"$kind\": \"$url\", "
 done

@@ -4,7 +4,10 @@ Runs inside the client's own venv (rm is not installed there), on CPU, float32:
 
     python check_client.py CLIENT WORK_DIR      # transformers, trl, rewardbench, openrlhf, trl-served, openrlhf-served
 
-Prints one JSON line per export kind: {"client", "version", "kind", "path", "n", "max_abs_diff", "error"}.
+Prints one JSON line per export kind and path: {"client", "kind", "path", "n", "max_abs_diff", "diffs", "error"}, where
+`diffs` holds the largest |output - rm score| per named output (`reward`, and each attribute of the `attributes`
+export, whose reference is `rm score`'s `*_attributes`; the `reward-only` export is held to the attributes
+export's `rm score` reward). A client that refuses a multi-output model says so in a row with `client_refuses`.
 Each client is driven through its own code where it has some: TRL's GRPOTrainer._calculate_rewards
 (conversational prompts), RewardBench's model config, dialogue formatting and pipeline, OpenRLHF's
 get_llm_for_sequence_regression. `trl-served` and `openrlhf-served` call a live `rm serve` of each export
@@ -23,31 +26,77 @@ from pathlib import Path
 
 import torch
 
-KINDS = ("random", "lora", "bos")
+KINDS = ("random", "lora", "bos", "attributes", "reward-only")
+Outputs = dict[str, list[float]]
+"""Per named output (`reward`, then the attributes), one value per text: chosen, rejected, chosen, ..."""
 
 
-def load(work: Path, kind: str) -> tuple[list[dict], list[float]]:
+def load(work: Path, kind: str) -> tuple[list[dict], Outputs]:
+    """The cases and `rm score`'s outputs for them; the reward-only export is held to the full export's reward."""
     cases = [json.loads(line) for line in (work / "cases.jsonl").read_text().splitlines()]
-    ref = [json.loads(line) for line in (work / kind / "rm_score.jsonl").read_text().splitlines()]
-    return cases, [r[k] for r in ref for k in ("chosen_reward", "rejected_reward")]
+    scored = work / ("attributes" if kind == "reward-only" else kind) / "rm_score.jsonl"
+    ref = [json.loads(line) for line in scored.read_text().splitlines()]
+    out = {"reward": [r[f"{side}_reward"] for r in ref for side in ("chosen", "rejected")]}
+    if kind == "attributes":
+        for name in ref[0]["chosen_attributes"]:
+            out[name] = [r[f"{side}_attributes"][name] for r in ref for side in ("chosen", "rejected")]
+    return cases, out
+
+
+def names_of(model) -> list[str]:
+    """The outputs' names in index order, as the loaded config has them (output 0 is the reward)."""
+    return [model.config.id2label[i] for i in range(model.config.num_labels)]
+
+
+def refused(client: str, load_model, instead: str) -> dict:
+    """The row of a client that cannot load a multi-output export: it builds a one-output head, and transformers
+    refuses the checkpoint's 1 + A-row score weight. Any other failure is the check's own, and raises."""
+    try:
+        load_model()
+    except Exception as e:  # noqa: BLE001 - the refusal is the finding
+        if "mismatched" not in str(e):  # transformers: "You set `ignore_mismatched_sizes` to `False` ..."
+            raise
+        why = f"{client} loads an export path with a one-output head, and transformers refuses the 1 + A-row score"
+        return {"client_refuses": True, "error": f"{why} weight (size mismatch, {type(e).__name__}): {instead}"}
+    return {"error": f"{client} loaded a multi-output export as one output: check what it reads"}
 
 
 def texts_of(cases: list[dict]) -> list[str]:
     return [c[k] for c in cases for k in ("chosen", "rejected")]
 
 
-def plain_transformers(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
-    """AutoModelForSequenceClassification on a padded, truncated batch; and the pipeline's default output."""
+def plain_transformers(folder: Path, cases: list[dict]) -> dict[str, list[float] | Outputs]:
+    """AutoModelForSequenceClassification on a padded, truncated batch; and the pipeline's default output.
+
+    The attribute kinds also check that the export loads unchanged (no weight missing, unexpected or reshaped;
+    id2label as config.json has it) and read every output, from the logits and from
+    pipeline(top_k=None, function_to_apply="none"); the default pipeline, which returns a multi-output model's top
+    label, is read from the one-output exports only."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    model, info = AutoModelForSequenceClassification.from_pretrained(folder, output_loading_info=True)
+    model.eval()
     texts = texts_of(cases)
     with torch.no_grad():
         batch = tok(texts, padding=True, truncation=True, return_tensors="pt")
-        logits = model(**batch).logits[:, 0].tolist()
+        logits = model(**batch).logits
     pipe = pipeline("text-classification", model=model, tokenizer=tok)  # no function_to_apply
-    return {"AutoModel batch": logits, "pipeline default": [pipe(t)[0]["score"] for t in texts]}
+    if folder.parent.name not in ("attributes", "reward-only"):
+        return {"AutoModel batch": logits[:, 0].tolist(), "pipeline default": [pipe(t)[0]["score"] for t in texts]}
+    saved = json.loads((folder / "config.json").read_text())["id2label"]
+    if {str(k): v for k, v in model.config.id2label.items()} != saved or any(info.get(k) for k in info):
+        return {"loads unchanged": {"error": f"loaded id2label {model.config.id2label}, config.json {saved}; {info}"}}
+    names = names_of(model)
+    out: dict = {"AutoModel batch": {name: logits[:, i].tolist() for i, name in enumerate(names)}}
+    every = pipe(texts, top_k=None, function_to_apply="none")  # per text: [{"label", "score"}, ...], best first
+    found = {n: [s["score"] for r in every for s in r if s["label"] == n] for n in names}
+    if any(len(v) != len(texts) for v in found.values()):
+        found = {"error": f"not every output in every answer: {every[0]}"}
+    out["pipeline top_k=None, function_to_apply=none"] = found
+    if len(names) == 1:
+        out["pipeline default"] = [pipe(t)[0]["score"] for t in texts]
+    return out
 
 
 def grpo_trainer(folder: Path, reward_funcs, prompts: list):
@@ -70,17 +119,35 @@ def grpo_trainer(folder: Path, reward_funcs, prompts: list):
     return GRPOTrainer(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train)
 
 
-def trl(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
-    """GRPOTrainer with the export as its reward model: its own _calculate_rewards on conversational prompts."""
+TRL_INSTEAD = (
+    "pass reward_funcs a loaded AutoModelForSequenceClassification (TRL reads logits[:, 0]), or the reward-only export"
+)
+
+
+def trl(folder: Path, cases: list[dict]) -> dict[str, list[float] | dict]:
+    """GRPOTrainer with the export as its reward model: its own _calculate_rewards on conversational prompts.
+
+    Given a path, TRL loads it with num_labels=1, which refuses an export with attribute outputs; given a loaded
+    model, it reads logits[:, 0], the reward: both are checked on the attributes export."""
+    from transformers import AutoModelForSequenceClassification
+
     prompts, completions = [], []
     for c in cases:
         for key in ("chosen_message", "rejected_message"):
             prompts.append(c["prompt_messages"])
             completions.append([c[key]])
-    trainer = grpo_trainer(folder, str(folder), prompts)
     inputs = [{"prompt": p} for p in prompts]
+    out: dict = {}
+    reward_funcs = str(folder)
+    if folder.parent.name == "attributes":
+        out["GRPOTrainer._calculate_rewards"] = refused(
+            "TRL", lambda: grpo_trainer(folder, str(folder), prompts), TRL_INSTEAD
+        )
+        reward_funcs = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    trainer = grpo_trainer(folder, reward_funcs, prompts)
     rewards = trainer._calculate_rewards(inputs, prompts, completions, [[0]] * len(prompts))
-    return {"GRPOTrainer._calculate_rewards": rewards[:, 0].tolist()}
+    path = "GRPOTrainer._calculate_rewards" + (", a loaded model" if folder.parent.name == "attributes" else "")
+    return out | {path: rewards[:, 0].tolist()}
 
 
 def rewardbench(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
@@ -109,7 +176,10 @@ def rewardbench(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
         example = prepare_dialogue_from_tokenizer(example, tok)
         texts += [example["text_chosen"], example["text_rejected"]]
     kwargs = {"batch_size": 8, "truncation": False, "padding": True, "max_length": 2048, "function_to_apply": "none"}
-    return {"RewardBenchPipeline": pipe(texts, **kwargs)[:, 0].tolist()}
+    logits = pipe(texts, **kwargs)  # (texts, outputs): rewardbench.py compares rows as lists, so output 0 first
+    if logits.shape[1] == 1:
+        return {"RewardBenchPipeline": logits[:, 0].tolist()}
+    return {"RewardBenchPipeline": {name: logits[:, i].tolist() for i, name in enumerate(names_of(model))}}
 
 
 def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
@@ -141,6 +211,11 @@ def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
         for key in ("chosen_message", "rejected_message"):
             texts.append(tok.apply_chat_template(c["prompt_messages"] + [c[key]], tokenize=False))
     batch = tok(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    if folder.parent.name == "attributes":  # its value head has one output: the reward-only export is for it
+        load = lambda: get_llm_for_sequence_regression(  # noqa: E731
+            str(folder), "reward", param_dtype="fp32", attn_implementation="sdpa"
+        )
+        return {"raw": refused("OpenRLHF", load, "use the reward-only export")}
     out = {}
     for normalize in (False, True):
         model = get_llm_for_sequence_regression(
@@ -252,7 +327,7 @@ def main(client: str, work: Path) -> None:
     for kind in KINDS:
         folder = work / kind / "export"
         cases, ref = load(work, kind)
-        row = {"client": label, "kind": kind, "n": len(ref)}
+        row = {"client": label, "kind": kind, "n": len(ref["reward"])}
         try:
             results = CLIENTS[client](folder, cases)
         except Exception as e:  # noqa: BLE001 - reported in the table, with the traceback on stderr
@@ -261,14 +336,20 @@ def main(client: str, work: Path) -> None:
             continue
         config = json.loads((folder / "config.json").read_text())
         for path, got in results.items():
-            if isinstance(got, dict):  # a fault of the client's own, found and explained by the check
+            if "error" in got:  # a fault or a limit of the client's own, found and explained by the check
                 print(json.dumps(row | {"path": path, "max_abs_diff": None} | got), flush=True)
                 continue
             want = ref
             if path == "normalized":
-                want = [(r - config["mean"]) / config["std"] for r in ref]
-            diff = max(abs(a - b) for a, b in zip(got, want, strict=True))
-            print(json.dumps(row | {"path": path, "max_abs_diff": diff, "error": ""}), flush=True)
+                want = {"reward": [(r - config["mean"]) / config["std"] for r in ref["reward"]]}
+            got = got if isinstance(got, dict) else {"reward": got}
+            if set(got) not in ({"reward"}, set(want)):  # a client reads the reward alone, or every output
+                error = f"outputs {sorted(got)}, rm score has {sorted(want)}"
+                print(json.dumps(row | {"path": path, "max_abs_diff": None, "error": error}), flush=True)
+                continue
+            diffs = {k: max(abs(a - b) for a, b in zip(got[k], want[k], strict=True)) for k in got}
+            row |= {"path": path, "max_abs_diff": max(diffs.values()), "diffs": diffs, "error": ""}
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

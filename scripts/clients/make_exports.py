@@ -7,6 +7,12 @@ config.json keeps it only inside `rope_parameters`). Then cases from the real HH
 conversations whose text the chat template reproduces exactly, short enough for every run's
 max_length) and `rm score`'s rewards for them, per export: the reference every client must reproduce.
 
+A fourth run, `attributes`, trains `model.head.attributes: [helpfulness, verbosity]` beside the reward on
+rm's generated data (seed 2) with scores written into its pairs (`chosen_attributes`/`rejected_attributes`, functions of
+each answer's text: see `scores_of`); its export has 1 + 2 outputs, and `reward-only` is `rm export RUN
+--reward-only` of the same run (one output, the reward). `rm score` of the attributes export is the reference
+for both: its `*_reward` for output 0 (and for the reward-only export), its `*_attributes` for outputs 1 and 2.
+
     python scripts/clients/make_exports.py WORK_DIR
 """
 
@@ -33,6 +39,8 @@ from rm.data.load import load_pairs  # noqa: E402
 from rm.tokens.tokenizer import train_bpe  # noqa: E402
 from rm.training.run import main as train  # noqa: E402
 
+ATTRIBUTES = ("helpfulness", "verbosity")
+REFUSAL_WORDS = frozenset({"sorry", "no", "not", "won't", "can't"})
 HH = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 MAX_LENGTH = 256
 N_CASES = 16
@@ -87,6 +95,28 @@ def pretrained_with_bos(folder: Path, data_root: Path) -> Path:
     return folder
 
 
+def scores_of(text: str) -> dict[str, float]:
+    """The attribute scores of an HH transcript's last answer, both on a 0-4 scale and known functions of the text:
+    verbosity grows with its word count; helpfulness drops by 2 for each refusal word (a refusal helps less, even
+    where it is the chosen answer)."""
+    words = text[text.rfind("\n\nAssistant:") + len("\n\nAssistant:") :].lower().replace(",", " ").split()
+    refusals = sum(w.strip(".!?") in REFUSAL_WORDS for w in words)
+    return {"helpfulness": float(max(0, 4 - 2 * refusals)), "verbosity": float(min(4, len(words) // 2))}
+
+
+def with_attribute_scores(root: Path, seed: int) -> Path:
+    """rm's generated data (the size of the other runs') under `root`, every pair given both answers' scores."""
+    synthetic.write_dataset(root, n_train=600, n_eval=60, seed=seed)
+    for path in sorted(root.glob("*/*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            records = [json.loads(line) for line in f]
+        for r in records:
+            r["chosen_attributes"], r["rejected_attributes"] = scores_of(r["chosen"]), scores_of(r["rejected"])
+        with gzip.open(path, "wt") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+    return root
+
+
 def messages_of(text: str) -> list[dict] | None:
     """HH text as messages, or None unless the HH chat template gives the text back exactly."""
     try:
@@ -135,15 +165,22 @@ def main(work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     data = synthetic.write_dataset(work / "synthetic-for-bos-tokenizer", n_train=600, n_eval=10, seed=1)
     base = pretrained_with_bos(work / "pretrained-bos", data)
+    scored = with_attribute_scores(work / "synthetic-with-attributes", seed=2)
     quickstart = REPO / "configs" / "quickstart.yaml"
     runs = {
         "random": [],
         "lora": ["model.lora.r=8", "train.lr=1e-2"],
         "bos": [f"model.name_or_path={base}"],
+        "attributes": [f"data.source={scored}", f"model.head.attributes=[{','.join(ATTRIBUTES)}]"],
     }
     for name, extra in runs.items():
         if not (work / name / "export" / "config.json").is_file():
             train(load_config(quickstart, RUN + extra + [f"output_dir={work / name}"]))
+    env = os.environ | {"PYTHONPATH": str(REPO)}
+    reward_only = work / "reward-only" / "export"
+    if not (reward_only / "config.json").is_file():
+        cmd = [sys.executable, "-m", "rm", "export", str(work / "attributes"), "--out", str(reward_only)]
+        subprocess.run([*cmd, "--reward-only", "--overwrite"], check=True, cwd=REPO, env=env)
     exports = [work / name / "export" for name in runs]
     found = cases(exports)
     if len(found) < N_CASES:
@@ -153,10 +190,9 @@ def main(work: Path) -> None:
     for name in runs:
         out = work / name / "rm_score.jsonl"
         cmd = [sys.executable, "-m", "rm", "score", "--model", str(work / name / "export")]
-        env = os.environ | {"PYTHONPATH": str(REPO)}
         args = ["--input", str(work / "cases.jsonl"), "--out", str(out), "--overwrite"]  # a rerun on a kept WORK_DIR
         subprocess.run([*cmd, *args], check=True, cwd=REPO, env=env)
-    print(f"exports and rm score references in {work}: {', '.join(runs)}; {len(found)} cases")
+    print(f"exports and rm score references in {work}: {', '.join(runs)}, reward-only; {len(found)} cases")
 
 
 if __name__ == "__main__":
