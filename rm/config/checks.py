@@ -9,6 +9,8 @@ import dataclasses
 import math
 from typing import Any
 
+from rm.config.head_config import mix_problems
+
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
@@ -115,7 +117,7 @@ def attribute_problems(cfg: Any) -> list[str]:
         problems.append("loss.attribute_coef: 0 with loss.preference_coef 0 leaves nothing to train")
     elif not names and cfg.loss.preference_coef == 0:
         problems.append("loss.preference_coef: 0 trains the attributes alone, but model.head.attributes is empty")
-    return problems
+    return problems + mix_problems(cfg.model.head)
 
 
 def strength_problems(cfg: Any) -> list[str]:

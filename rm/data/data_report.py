@@ -75,6 +75,13 @@ class DataReport:
         counts = self.notes.setdefault(topic, {})
         counts[key] = counts.get(key, 0) + n
 
+    def tally(self, topic: str, key: str, value: int) -> None:
+        """Count one observation of `value` in the histogram `key` of `topic` ({"0": n, "2": n, ...}, sorted by value
+        when reported), e.g. how many annotators rated each response."""
+        counts = self.notes.setdefault(topic, {}).setdefault(key, {})
+        counts[str(value)] = counts.get(str(value), 0) + 1
+        self.notes[topic][key] = dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+
     def skipped_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(b.reason for b in self.skipped).items()))
 

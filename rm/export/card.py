@@ -264,7 +264,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
-        + outputs_section(names, facts.dropped, facts.sigma)
+        + outputs_section(names, facts.dropped, facts.sigma, cfg.model.head.reward_from_attributes)
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
         + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"

@@ -55,8 +55,27 @@ def attribute_scales(cfg: RunConfig, names: list[str]) -> dict[str, list[float] 
     return {name: list(declared[name]) if name in declared else stated.get(name) for name in names}
 
 
+def tie_reward_row(hf: PreTrainedModel) -> None:
+    """With `reward_from_attributes` in the config (rm/model/build.py:set_reward_mix), write that mix of the head's
+    attribute rows into row 0 (weight and bias; `hf` changed in place), so that plain transformers' logits[:, 0]
+    is the mix that training read as the reward, in a plain `AutoModelForSequenceClassification`. Idempotent;
+    nothing for a head without attribute rows or without a mix."""
+    mix = getattr(hf.config, "reward_from_attributes", None)
+    head = score_head(hf)
+    names = attribute_names(hf)
+    if not mix or not names:
+        return
+    w = torch.tensor([float(mix.get(name, 0.0)) for name in names], dtype=torch.float64, device=head.weight.device)
+    with torch.no_grad():  # in float64, then rounded once to the head's dtype
+        head.weight[0] = (w @ head.weight[1:].double()).to(head.weight.dtype)  # [A] @ [A, H] -> [H]
+        if head.bias is not None:
+            head.bias[0] = (w @ head.bias[1:].double()).to(head.bias.dtype)
+
+
 def set_output_labels(hf: PreTrainedModel, scales: dict[str, list[float] | None]) -> None:
-    """num_labels, id2label/label2id and attribute_scales for the head's outputs (one: the reward alone)."""
+    """num_labels, id2label/label2id and attribute_scales for the head's outputs (one: the reward alone); row 0
+    made the mix of the attribute rows where the reward is one (`tie_reward_row`)."""
+    tie_reward_row(hf)
     labels = ["reward", *attribute_names(hf)]
     hf.config.num_labels = len(labels)
     hf.config.id2label = dict(enumerate(labels))
@@ -69,8 +88,21 @@ def set_output_labels(hf: PreTrainedModel, scales: dict[str, list[float] | None]
             delattr(hf.config, key)
 
 
-def outputs_section(names: list[str], dropped: list[str], sigma: dict | None) -> str:
-    """The card's Outputs section: what each output is and how to read them (issue 26)."""
+def mix_sentence(mix: dict[str, float] | None) -> str:
+    """The card's statement of a reward that is a fixed mix of the attribute outputs, or "" without one."""
+    if not mix:
+        return ""
+    terms = " + ".join(f"{w:g} * `{name}`" for name, w in mix.items())
+    return (
+        f" The reward is not an output of its own: it is the fixed mix reward = {terms} of the attribute outputs "
+        "(`model.head.reward_from_attributes`, recorded in config.json as `reward_from_attributes`), trained as the "
+        "reward through that mix and written into row 0 of the score head, so `logits[:, 0]` equals it exactly."
+    )
+
+
+def outputs_section(names: list[str], dropped: list[str], sigma: dict | None, mix: dict | None = None) -> str:
+    """The card's Outputs section: what each output is and how to read them (issue 26), and the mix the reward
+    is (`mix_sentence`) where it is one."""
     if not names:
         left_out = (
             f" This is the reward-only export of a model trained with attribute outputs ({', '.join(dropped)}): "
@@ -79,7 +111,7 @@ def outputs_section(names: list[str], dropped: list[str], sigma: dict | None) ->
         return (
             "## Outputs\n\nOne output, `reward` (`num_labels=1`): `logits[:, 0]` is the reward. A text-classification "
             'pipeline returns it as the score of the label `reward` (`function_to_apply="none"` keeps it raw).'
-            f"{left_out if dropped else ''}\n\n"
+            f"{left_out if dropped else ''}{mix_sentence(mix) if dropped else ''}\n\n"
         )
     sigma = sigma or {}
     rows = "\n".join(
@@ -94,7 +126,7 @@ def outputs_section(names: list[str], dropped: list[str], sigma: dict | None) ->
         '`attribute_scales`. `pipeline("text-classification", model=..., top_k=None, function_to_apply="none")` '
         "returns every named output; the default pipeline returns only the top label of a model with several outputs, "
         "which need not be the reward. Tools that read one output (OpenRLHF, default pipelines) want the reward-only "
-        "export: `python -m rm export RUN --out DIR --reward-only`.\n\n"
+        f"export: `python -m rm export RUN --out DIR --reward-only`.{mix_sentence(mix)}\n\n"
     )
 
 
@@ -104,6 +136,7 @@ def keep_reward_only(hf: PreTrainedModel) -> list[str]:
     head, dropped = score_head(hf), attribute_names(hf)
     if not dropped:
         return []
+    tie_reward_row(hf)  # a reward that is a mix of the attributes: row 0 becomes that mix before the rest goes
     name = next(n for n in ("score", "classifier") if getattr(hf, n, None) is head)
     one = torch.nn.Linear(head.in_features, 1, bias=head.bias is not None, device=head.weight.device)
     with torch.no_grad():

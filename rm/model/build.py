@@ -14,6 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from rm.config import ModelConfig
+from rm.config.head_config import mix_problems, mix_weights
 from rm.errors import ConfigError, ModelError
 from rm.model.architecture import not_supported, own_class, reward_class
 
@@ -116,8 +117,27 @@ def build_model(
         check_positions(max_length, config, "collator.max_length", "model.random_init.max_position_embeddings")
         cls = reward_class(config)
         model = cls._from_config(config, dtype=DTYPES[cfg.dtype], attn_implementation=attention(cls, cfg))
+    set_reward_mix(model, cfg)
     if cfg.gradient_checkpointing:
         # Non-reentrant, torch's recommended mode: it needs no input that requires grad (frozen
         # embeddings under LoRA) and composes with DDP.
         model.activation_checkpointing_enable({"use_reentrant": False})
     return model
+
+
+def set_reward_mix(model: PreTrainedModel, cfg: ModelConfig) -> None:
+    """With `model.head.reward_from_attributes`, mark `model` so that `RewardModel` computes output 0 as that mix of
+    the attribute outputs (rm/model/reward.py) and record the mix in its config (config.json, the card); the export
+    writes the mix into row 0 of the head (rm/export/outputs.py:tie_reward_row). The mark is an attribute of the
+    module, not of the config: a model loaded from an export already has the mix in row 0, and reads it as is.
+    Without a mix nothing is set, and a mix a loaded checkpoint's config carried is dropped."""
+    problems = mix_problems(cfg.head) if cfg.head.attributes else []
+    if problems:
+        raise ConfigError(problems[0])
+    weights = mix_weights(cfg.head)
+    if weights is None:
+        if hasattr(model.config, "reward_from_attributes"):
+            delattr(model.config, "reward_from_attributes")
+        return
+    model.config.reward_from_attributes = dict(cfg.head.reward_from_attributes)
+    model.rm_reward_mix = tuple(weights)

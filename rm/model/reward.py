@@ -85,7 +85,7 @@ class RewardModel(nn.Module):
         reward_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared); with attribute
-        outputs (`model.head.attributes`), the head's [n, 1 + A], column 0 the reward."""
+        outputs (`model.head.attributes`), the head's [n, 1 + A], column 0 the reward (`mixed_reward`)."""
         if pair_ids is not None:
             limit = masks.column_limit(transformers_model(self.hf).config)
             if limit is not None and pair_ids.shape[1] > limit:
@@ -106,7 +106,7 @@ class RewardModel(nn.Module):
             reward_index = rows * hidden.shape[1] + last_token_index(attention_mask)  # [rows]
         picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
         out = score_head(self.hf)(picked)  # [n, 1] or [n, 1 + A]
-        return (out.squeeze(-1) if out.shape[-1] == 1 else out).float()
+        return mixed_reward(out.float(), getattr(transformers_model(self.hf), "rm_reward_mix", None))
 
     def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor, position_ids: torch.Tensor):
         """The packing rule and each layer type's own window or chunk: one mask, or a dict by layer type."""
@@ -122,6 +122,19 @@ class RewardModel(nn.Module):
                 mask = mask & masks.position_mask(position_ids, rule)
             built[kind] = mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
         return built[None] if None in built else built
+
+
+def mixed_reward(out: torch.Tensor, mix: tuple[float, ...] | None) -> torch.Tensor:
+    """The head's fp32 outputs as the forward returns them: [n] for one output; [n, 1 + A] otherwise, with column 0
+    replaced by sum_a mix[a] * column 1 + a where the reward is a mix of the attributes (model.head.
+    reward_from_attributes: rm/model/build.py:set_reward_mix). The preference loss then trains the attribute
+    outputs through the mix, and head row 0 is unused until the export writes the mix into it."""
+    if out.shape[-1] == 1:
+        return out.squeeze(-1)
+    if mix is None or out.shape[-1] != 1 + len(mix):  # a reward-only cut of the head: row 0 already is the mix
+        return out
+    reward = out[:, 1:] @ torch.tensor(mix, dtype=out.dtype, device=out.device)  # [n, A] @ [A] -> [n]
+    return torch.cat([reward[:, None], out[:, 1:]], dim=1)
 
 
 @functools.cache
