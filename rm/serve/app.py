@@ -29,7 +29,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import rm
-from rm.serve.batcher import MAX_ROW, Batcher, ModelFailed
+from rm.serve.batch_plan import MAX_ROW, Output
+from rm.serve.batcher import Batcher, ModelFailed
 from rm.serve.bodies import Prepared, RequestError, prepare
 from rm.serve.scorer import Scorer
 from rm.serve.serve_config import ServeConfig
@@ -159,7 +160,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def answer(route: str, prepared: Prepared, raw: list[list], scorer: Scorer, request_id: str) -> dict:
+def answer(route: str, prepared: Prepared, raw: list[list[Output]], scorer: Scorer, request_id: str) -> dict:
     """The response body: one reward per item (one list per group for /score_groups), which were cut, and with
     attribute outputs `attributes` parallel to `rewards` ({name: value} per text)."""
     outputs = [[scorer.outputs(r) for r in item] for item in raw]

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from rm.collate.scoring import ScoreSeq
 from rm.tokens.store import same_ids
 
+Output = float | list[float]
+"""What the model gives one sequence: its reward, or [reward, *attributes] with attribute outputs."""
+
 MAX_ROW = 8192
 """Tokens of one packed row at most (unless max_length is longer): the shared layout's attention mask is
 [rows, T, T], so a group of many long responses is cut into parts rather than one row of the whole budget."""
@@ -22,9 +25,9 @@ class Job:
 
     request_id: str
     items: list[list[ScoreSeq]]
-    done: Callable[[list[list[float]] | None], None]
+    done: Callable[[list[list[Output]] | None], None]
     """Called with one list of raw rewards per item, or None when the model failed on one of its batches."""
-    rewards: list[list[float]] = field(default_factory=list)
+    rewards: list[list[Output]] = field(default_factory=list)
     left: int = 0
     failed: bool = False
     passed: int = 0

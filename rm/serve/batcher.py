@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from rm.collate.scoring import ScoreSeq
-from rm.serve.batch_plan import MAX_ROW, Job, Part, cut, parts_of, segment
+from rm.serve.batch_plan import MAX_ROW, Job, Output, Part, cut, parts_of, segment
 
 log = logging.getLogger("rm.serve")
 
@@ -40,7 +40,7 @@ class Batcher:
 
     def __init__(
         self,
-        forward: Callable[[list[ScoreSeq]], list[float]],
+        forward: Callable[[list[ScoreSeq]], list[Output]],
         shared: bool,
         max_batch_tokens: int,
         max_wait_ms: float,
@@ -73,12 +73,12 @@ class Batcher:
         self.queue.put(None)
         self.thread.join()
 
-    async def score(self, request_id: str, items: list[list[ScoreSeq]]) -> list[list[float]]:
+    async def score(self, request_id: str, items: list[list[ScoreSeq]]) -> list[list[Output]]:
         """Raw rewards per item, once the model thread has scored every sequence; ModelFailed if it could not."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
 
-        def done(rewards: list[list[float]] | None) -> None:
+        def done(rewards: list[list[Output]] | None) -> None:
             try:
                 loop.call_soon_threadsafe(lambda: future.done() or future.set_result(rewards))
             except RuntimeError:  # the loop has closed (a forced stop): nobody waits for this answer

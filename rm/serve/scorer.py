@@ -26,6 +26,7 @@ from rm.model.build import DTYPES, check_positions
 from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model, model_attributes
 from rm.model.reward import RewardModel, score_head
 from rm.model.threads import set_threads
+from rm.serve.batch_plan import Output
 from rm.serve.prefix_cache import PrefixScoring, prefix_support, runs
 from rm.tokens.tokenizer import special_prefix
 
@@ -69,14 +70,14 @@ class Scorer:
         return encode_texts(self.tokenizer, texts, self.max_length, self.prefix)
 
     @torch.inference_mode()
-    def forward(self, seqs: list[ScoreSeq]) -> list:
+    def forward(self, seqs: list[ScoreSeq]) -> list[Output]:
         """Raw rewards of one batch, in the order given (a shared prompt is computed once where seqs that share
         it sit side by side): a group's runs of two or more responses on their prompt's cache where the model allows
         it, everything else (single texts) in the layout. With attribute outputs each entry is [reward, *attributes]."""
         cached = [m for m in runs(seqs) if len(m) > 1 and seqs[m[0]].group and len(seqs[m[0]].prompt_ids)]
         cached = cached if self.groups is not None else []
         flat = sorted(set(range(len(seqs))).difference(i for m in cached for i in m))
-        out: list = [0.0] * len(seqs)
+        out: list[Output] = [0.0] * len(seqs)
         if cached:
             order = [i for m in cached for i in m]
             for i, r in zip(order, self.groups.rewards([seqs[i] for i in order]).tolist(), strict=True):
@@ -93,7 +94,7 @@ class Scorer:
         value = raw if self.norm is None else (raw - self.norm["mean"]) / self.norm["std"]
         return value if math.isfinite(value) else None
 
-    def outputs(self, raw: float | list[float]) -> tuple[float | None, dict[str, float | None] | None]:
+    def outputs(self, raw: Output) -> tuple[float | None, dict[str, float | None] | None]:
         """(reward, {attribute: value}) of one scored text: --normalize applies to the reward alone (the export's
         mean and std are the reward's); attributes are the head's raw outputs, None where not finite."""
         if not self.attributes:
