@@ -239,7 +239,7 @@ def load_data(
 
 
 def eval_pairs(
-    cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None, head: Any = None
+    cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None, head: Any = None, loss: Any = None
 ) -> list[Example]:
     """The pairs a run with `cfg` evaluates on, chosen by the same steps as `load_data` (so `rm eval` can
     score a run's own held-out set): `cfg.eval_split` of `cfg.source` (the whole of a single file), or
@@ -248,14 +248,17 @@ def eval_pairs(
     The training split is read only when the eval pairs are held out of it. `cfg.source` must be a
     source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
     `head` (`model.head`): its attributes' scores are read per response, as `load_pairs` reads them (`rm eval`
-    of a model with attribute outputs).
+    of a model with attribute outputs); `loss` with strength=soft: each pair's strength becomes its soft target.
     """
     report = report if report is not None else DataReport(cfg.on_bad_record)
     train: list[Example] = []
-    options = {"tokenizer": tokenizer, "report": report, "head": head}
+    options = {"tokenizer": tokenizer, "report": report, "head": head, "loss": loss}
     if not cfg.eval_split:
         train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, **options)
     _, held = _held_out(cfg, cfg.source, train, tokenizer, report, options)
+    soft = loss is not None and loss.strength == "soft"
+    if soft and any(getattr(p, "strength", None) is not None for p in held):
+        report.notes["strength"] = soft_targets(held, loss.strength_max)
     return _cap_eval(cfg, held, report)
 
 

@@ -16,7 +16,9 @@ per subset (rm/evaluation/eval_result.py), and writes, into `out`:
 
 A model with attribute outputs (issue 26: output 0 the reward, outputs 1.. named in `id2label`) has the records'
 scores of those names read beside each response, and eval.json gets `attributes` (RMSE, Pearson, Spearman per
-attribute and subset: rm/evaluation/attribute_metrics.py), drawn in attributes.png; without them nothing changes.
+attribute and subset, AUC for a 0/1 one: rm/evaluation/attribute_metrics.py), drawn in attributes.png, and each
+response's outputs in rewards.jsonl; without them nothing changes. Pairs that carry soft labels (a preference
+strength, loss.strength=soft) add `soft_calibration` (rm/evaluation/soft_calibration.py).
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ from accelerate import Accelerator
 from rm.config import DataConfig
 from rm.config.atomic import write_text
 from rm.config.head_config import HeadConfig
+from rm.config.loss_config import LossConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.formats.group import rank_of
-from rm.data.formats.pair import Pair
 from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics
@@ -47,7 +49,8 @@ from rm.evaluation.gather import shut_down
 from rm.evaluation.report import plots
 from rm.evaluation.report.html_page import render_html
 from rm.evaluation.report.markdown import has_groups, render_markdown
-from rm.evaluation.split_rewards import item_rewards, nonfinite_rewards, score_split
+from rm.evaluation.soft_calibration import gathered_calibration
+from rm.evaluation.split_rewards import item_attributes, item_rewards, nonfinite_rewards, reward_rows, score_split
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
 from rm.tokens.encode import encode_kept
@@ -110,6 +113,18 @@ def _same_place(a: str, b: str) -> bool:
     return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
 
 
+def soft_loss(model: str) -> LossConfig | None:
+    """The loss section of a run trained with soft labels (the export's rm_config.yaml says loss.strength=soft), so
+    `rm eval` reads each pair's strength as that run's target and reports `soft_calibration`; None otherwise."""
+    saved = Path(model) / "rm_config.yaml"
+    loss = ((yaml.safe_load(saved.read_text()) or {}).get("loss") or {}) if saved.is_file() else {}
+    if loss.get("strength") != "soft":
+        return None
+    return LossConfig(
+        strength="soft", strength_map=loss.get("strength_map", "linear"), strength_max=loss.get("strength_max", 0)
+    )
+
+
 def training_overlap(model: str, data: DataConfig) -> str:
     """Why the pairs `data` picks are (partly) the model's own training pairs, from the export's rm_config.yaml;
     "" when they are not, or when nothing says. `rm eval` of a run's export on its own training file gave no
@@ -159,10 +174,10 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     if overlap and accelerator.is_main_process:
         log.warning("warning: %s", overlap)
     attributes = model_attributes(reward_model)
+    read = {"loss": loss} if (loss := soft_loss(model)) is not None else {}  # strengths as soft targets, as trained
     if attributes:  # each response's scores of the model's attributes, read as training reads them (no scale check)
-        items = eval_pairs(data, tokenizer, report, head=HeadConfig(attributes=attributes))
-    else:  # a model without attributes reads its pairs exactly as before
-        items = eval_pairs(data, tokenizer, report)
+        read["head"] = HeadConfig(attributes=attributes)
+    items = eval_pairs(data, tokenizer, report, **read)  # a model without either reads its pairs exactly as before
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
     check_positions(max_length, reward_model.hf.config, "--max-length", model)
@@ -192,6 +207,8 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     result = build_result(kept, rewards, options.samples, options.seed)
     if attributes:
         result["attributes"] = gathered_block(gathered, attributes, names)
+    if (calibration := gathered_calibration(gathered)) is not None:  # pairs with soft labels (loss.strength=soft)
+        result["soft_calibration"] = calibration
     grouped = has_groups(result["overall"])
     result["eval"] = {
         "model": model,
@@ -214,10 +231,11 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
         "seconds": round(time.perf_counter() - started, 1),
         "plots": list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if attributes else []),
     }
-    fits = None
-    if attributes:  # every response's attribute outputs and scores, for the attribute plot
+    fits = outputs = None
+    if attributes:  # every response's attribute outputs and scores, for the plot; each item's, for rewards.jsonl
         fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())
-    write_report(Path(out), result, kept, rewards, options.seed, fits)
+        outputs = (attributes, item_attributes(kept, encoded, gathered, tokenizer))
+    write_report(Path(out), result, kept, rewards, options.seed, fits, outputs)
     shut_down(accelerator)
     return result
 
@@ -229,27 +247,16 @@ def write_report(
     rewards: list[np.ndarray],
     seed: int,
     fits: tuple[np.ndarray, np.ndarray] | None = None,
+    outputs: tuple[list[str], list[np.ndarray]] | None = None,
 ) -> None:
-    """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`), the plots, report.md and
-    report.html (with `result["suite"]`'s scores where a suite set it); with `fits` (every response's attribute
-    outputs and scores, [responses, A] each) the attribute plot of `result["attributes"]` too.
-
-    A pair's line holds `chosen_reward` and `rejected_reward` (with their lengths), a group's `rewards` in its
-    order, its `rank` and lengths; a reward is null for a response too long to score or scored non-finite."""
+    """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`: `reward_rows`), the plots,
+    report.md and report.html (with `result["suite"]`'s scores where a suite set it); with `fits` (every response's
+    attribute outputs and scores, [responses, A] each) the attribute plot of `result["attributes"]` too, and with
+    `outputs` (the attribute names and each item's outputs) each response's attributes in rewards.jsonl."""
     out.mkdir(parents=True, exist_ok=True)
     metrics.write_eval(out / EVAL, result)
-    lines = []
-    for p, r in zip(kept, rewards, strict=True):
-        row = {"origin": p.origin, "subset": p.subset}
-        if isinstance(p, Pair):
-            row |= {"chosen_reward": r[0], "rejected_reward": r[1]}
-            row |= {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}
-            row |= {"tie": True} if p.tie else {}
-        else:
-            row |= {"rewards": r.tolist(), "rank": list(p.rank)}
-            row |= {"chars": [len(t) for t in p.responses]}
-        lines.append(json.dumps(metrics.json_safe(row), allow_nan=False) + "\n")
-    write_text(out / "rewards.jsonl", "".join(lines))
+    rows = reward_rows(kept, rewards, outputs)
+    write_text(out / "rewards.jsonl", "".join(json.dumps(metrics.json_safe(r), allow_nan=False) + "\n" for r in rows))
     # Per subset, the rewards of the best-ranked responses against the others': a pair's chosen and rejected.
     rewards_of: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in result["subsets"]}
     for p, r in zip(kept, rewards, strict=True):

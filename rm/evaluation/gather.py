@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from rm.data.heap import trim_heap
 from rm.evaluation.attribute_metrics import attribute_lines, gathered_block
+from rm.evaluation.soft_calibration import gathered_calibration
 from rm.evaluation.summary import summarize_groups
 from rm.model.pretrained import model_attributes
 from rm.model.reward import group_outputs
@@ -52,11 +53,17 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
 
         attribute_outputs          [responses, A] outputs 1..A of the head
         attribute_scores           [responses, A] the responses' scores (the batch's `attributes`), NaN = missing
+
+    and where a batch carried soft labels (`pair_target`, loss.strength=soft), beside `chosen` and `rejected`:
+
+        target                     [strict pairs] each pair's soft label p, NaN where its label is hard
     """
     was_training = model.training
     model.eval()
     # Long columns: groups (index, subset, prompt, copy), responses (copy, slot, rank), comparisons (copy, a, b, tie).
-    parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": [], "pairs": []}
+    # A float column beside the comparisons: each one's soft label (NaN: hard), gathered whether or not this process
+    # saw one, since every process must gather the same columns.
+    parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": [], "pairs": [], "pair_target": []}
     attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
     if attributes:
         parts |= {"attribute_outputs": [], "attribute_scores": []}
@@ -86,6 +93,9 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         for group, a, b, tie in (("pair_group", "better", "worse", 0), ("tie_group", "tie_a", "tie_b", 1)):
             c = copy[batch[group]]
             parts["pairs"].append(torch.stack([c, slot[batch[a]], slot[batch[b]], torch.full_like(c, tie)], 1))
+        nan = torch.full((len(batch["tie_group"]),), torch.nan, device=rewards.device)
+        target = batch.get("pair_target", torch.full((len(batch["pair_group"]),), torch.nan))
+        parts["pair_target"] += [target.to(rewards.device).float(), nan]  # the order of `pairs`: strict, then ties
     model.train(was_training)
     device = accelerator.device
     width = {"groups": 4, "responses": 3, "pairs": 4, "attribute_outputs": attributes, "attribute_scores": attributes}
@@ -128,12 +138,15 @@ def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     attributes = {k: parts[k][kept][order] for k in ("attribute_outputs", "attribute_scores") if k in parts}
     row, kept = rows(parts["pairs"][:, 0])
     pairs = torch.cat([row[:, None], parts["pairs"][kept, 1:]], 1)
-    pairs = pairs[torch.argsort(pairs[:, 0], stable=True)]
+    by_group = torch.argsort(pairs[:, 0], stable=True)
+    pairs = pairs[by_group]
     # Where each group's responses start: a comparison's rewards are at start + slot.
     start = torch.cumsum(torch.bincount(responses[:, 0], minlength=len(groups)), 0)
     start = torch.cat([torch.zeros(1, dtype=torch.long), start[:-1]])
     tie = pairs[:, 3].bool()
     better, worse = reward[start[pairs[:, 0]] + pairs[:, 1]], reward[start[pairs[:, 0]] + pairs[:, 2]]
+    target = parts["pair_target"][kept][by_group][~tie] if "pair_target" in parts else torch.empty(0)
+    soft = {"target": target} if target.isfinite().any() else {}  # only where a pair has a soft label
     return {
         "index": groups[:, 0],
         "subset": groups[:, 1],
@@ -149,17 +162,21 @@ def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         "chosen": better[~tie],
         "rejected": worse[~tie],
         **attributes,
+        **soft,
     }
 
 
 def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator, subsets: list[str]) -> dict:
     """Return {"overall": {...}, "subsets": {name: {...}}} for the whole eval set: the pairwise numbers over its
     strictly ordered pairs and the group metrics (rm/evaluation/ranking_metrics.py) beside them; for a model with
-    attribute outputs also {"attributes": {name: ...}} (rm/evaluation/attribute_metrics.py)."""
+    attribute outputs also {"attributes": {name: ...}} (rm/evaluation/attribute_metrics.py), and where pairs carry
+    soft labels {"soft_calibration": ...} (rm/evaluation/soft_calibration.py)."""
     gathered = gather_rewards(model, loader, accelerator)
     result = summarize_groups(gathered, subsets)
     if "attribute_outputs" in gathered:
         result["attributes"] = gathered_block(gathered, model_attributes(accelerator.unwrap_model(model)), subsets)
+    if (calibration := gathered_calibration(gathered)) is not None:
+        result["soft_calibration"] = calibration
     return result
 
 

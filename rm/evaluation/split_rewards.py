@@ -18,6 +18,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches
 from rm.data.formats.group import responses_of
+from rm.data.formats.pair import Pair
 from rm.data.load import Example
 from rm.evaluation.gather import gather_rewards
 from rm.model.probe import choose_layout
@@ -57,15 +58,57 @@ def item_rewards(
     Encoding keeps a group's responses in order and leaves out one that cannot fit max_length with a token of the
     prompt; which ones is found, for the rare group that lost some, by their token ids (a response is never cut).
     """
+    return placed(kept, encoded, gathered, gathered["reward"], tokenizer)
+
+
+def item_attributes(
+    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer
+) -> list[np.ndarray]:
+    """Per kept item, its responses' attribute outputs ([responses, A]), placed as `item_rewards` places rewards:
+    NaN for a response left out or an output not finite."""
+    return placed(kept, encoded, gathered, gathered["attribute_outputs"], tokenizer)
+
+
+def placed(
+    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], column: torch.Tensor, tokenizer
+) -> list[np.ndarray]:
+    """A gathered per-response `column` ([responses] or [responses, A]) split by item, each item's rows at its
+    responses' places, NaN where a response was left out or its value is not finite."""
     counts = torch.bincount(gathered["group"], minlength=len(kept)).tolist()
     out = []
-    for i, (item, r) in enumerate(zip(kept, torch.split(gathered["reward"].double(), counts), strict=True)):
+    for i, (item, r) in enumerate(zip(kept, torch.split(column.double(), counts), strict=True)):
         texts = responses_of(item)
-        rewards = np.full(len(texts), np.nan)
+        values = np.full((len(texts), *r.shape[1:]), np.nan)
         places = range(len(texts)) if len(r) == len(texts) else kept_places(texts, encoded[i].response_ids, tokenizer)
-        rewards[list(places)] = np.where(np.isfinite(r.numpy()), r.numpy(), np.nan)
-        out.append(rewards)
+        values[list(places)] = np.where(np.isfinite(r.numpy()), r.numpy(), np.nan)
+        out.append(values)
     return out
+
+
+def reward_rows(
+    kept: list[Example], rewards: list[np.ndarray], attributes: tuple[list[str], list[np.ndarray]] | None = None
+) -> list[dict]:
+    """rewards.jsonl's lines, one per item of `kept` with its `rewards`: a pair's `chosen_reward` and
+    `rejected_reward` (with their lengths), a group's `rewards` in its order, its `rank` and lengths. With
+    `attributes` (the model's attribute names and each item's outputs, [responses, A]) a pair's
+    `chosen_attributes` and `rejected_attributes`, a group's `attributes` (one {name: value} per response), as
+    `rm score` writes them; a value is NaN (null in the file) for a response too long to score or not finite."""
+    names, outputs = attributes if attributes is not None else ([], [None] * len(kept))
+    rows = []
+    for p, r, out in zip(kept, rewards, outputs, strict=True):
+        row = {"origin": p.origin, "subset": p.subset}
+        named = [] if out is None else [dict(zip(names, o.tolist(), strict=True)) for o in out]
+        if isinstance(p, Pair):
+            row |= {"chosen_reward": r[0], "rejected_reward": r[1]}
+            row |= {"chosen_attributes": named[0], "rejected_attributes": named[1]} if named else {}
+            row |= {"chosen_chars": len(p.chosen), "rejected_chars": len(p.rejected)}
+            row |= {"tie": True} if p.tie else {}
+        else:
+            row |= {"rewards": r.tolist(), "rank": list(p.rank)}
+            row |= {"attributes": named} if named else {}
+            row |= {"chars": [len(t) for t in p.responses]}
+        rows.append(row)
+    return rows
 
 
 def nonfinite_rewards(kept: list[Example], gathered: dict[str, torch.Tensor]) -> tuple[int, list[str]]:

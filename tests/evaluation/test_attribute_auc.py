@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from rm.evaluation.attribute_metrics import attribute_block, attribute_lines, auc, fit_numbers
+from rm.evaluation.report.html_page import html_table
+from rm.evaluation.report.markdown import attribute_table, md_table
 
 NAN = float("nan")
 
@@ -32,8 +34,18 @@ def test_block_has_auc_for_0_1_attributes_only_and_skips_missing_scores():
     assert "auc" not in block["level"]["overall"] and "auc" not in fit_numbers(pred[:, 1], true[:, 1])
     lines = attribute_lines({"attributes": block})
     assert lines[1].endswith("AUC") and lines[3].split()[-1] == "0.7500"
+    # report.md's and report.html's table: an AUC column, blank for the 0-4 attribute.
+    head, _, rows = attribute_table({"attributes": block})
+    assert head == ["attribute", "subset", "RMSE", "Pearson", "Spearman", "AUC", "n", "missing"]
+    cells = {(r[0], r[1]): dict(zip(head, r, strict=True)) for r in rows}
+    assert cells["ok", "overall"]["AUC"] == "0.750" and cells["ok", "s"]["AUC"] == "1.000"
+    assert cells["level", "overall"]["AUC"] == "" and cells["level", "overall"]["n"] == "5"
+    assert "| ok | overall | " in "\n".join(md_table(attribute_table({"attributes": block})))
+    assert "<th>AUC</th>" in html_table(attribute_table({"attributes": block}), "attributes", overall=False)
 
 
 def test_console_table_unchanged_without_binary_attributes():
     block = attribute_block(np.array([[1.0], [2.0]]), np.array([[2.0], [3.0]]), np.array([0, 0]), ["a"], ["s"])
     assert attribute_lines({"attributes": block})[1].endswith("Spearman")
+    assert attribute_table({"attributes": block})[0] == ["attribute", "subset", "RMSE", "Pearson", "Spearman", "n",
+                                                         "missing"]  # fmt: skip

@@ -147,6 +147,10 @@ def test_rm_eval_reports_each_attribute_against_plain_logits(attribute_export, t
     assert "## Attributes" in report and "| verbosity | overall |" in report
     assert 'id="attributes"' in (tmp_path / "eval" / "report.html").read_text()
     assert format_table(result).splitlines()[-1].startswith("verbosity")  # the console summary's last line
+    # rewards.jsonl: each response's attribute outputs, the plain logits 1.. of its tokens (chosen, then rejected).
+    lines = [json.loads(line) for line in (tmp_path / "eval" / "rewards.jsonl").read_text().splitlines()]
+    written = [[row[key][n] for n in NAMES] for row in lines for key in ("chosen_attributes", "rejected_attributes")]
+    np.testing.assert_allclose(np.array(written), pred, atol=1e-4)
 
 
 def test_rm_eval_of_a_model_without_attributes_has_no_attribute_block(exported_tiny, tmp_path):
@@ -160,6 +164,9 @@ def test_rm_eval_of_a_model_without_attributes_has_no_attribute_block(exported_t
     result = evaluate_model(str(exported_tiny), DataConfig(source=str(src)), tmp_path / "e", EvalOptions(samples=10))
     saved = json.loads((tmp_path / "e" / "eval.json").read_text())
     assert "attributes" not in result and "attributes" not in saved and "attributes.png" not in saved["eval"]["plots"]
+    assert "soft_calibration" not in saved  # no soft labels either
+    row = json.loads((tmp_path / "e" / "rewards.jsonl").read_text().splitlines()[0])
+    assert set(row) == {"origin", "subset", "chosen_reward", "rejected_reward", "chosen_chars", "rejected_chars"}
     assert (
         not (tmp_path / "e" / "attributes.png").exists()
         and "## Attributes" not in (tmp_path / "e" / "report.md").read_text()

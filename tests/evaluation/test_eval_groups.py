@@ -30,6 +30,7 @@ from rm.evaluation.eval_result import build_result
 from rm.evaluation.gather import evaluate, gather_rewards
 from rm.evaluation.ranking_metrics import ratio_bootstrap_ci
 from rm.evaluation.report.markdown import format_table, has_groups, render_markdown
+from rm.evaluation.soft_calibration import gathered_calibration
 from rm.evaluation.summary import by_subset, summarize_by_subset, summarize_groups
 from rm.tokens.store import EncodedGroup
 
@@ -119,6 +120,8 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
     # A model with attribute outputs: each response's outputs and scores travel with its reward (issue 26).
     parts["attribute_outputs"] = torch.stack([parts["reward"] * 10, parts["reward"] * 100], 1)
     parts["attribute_scores"] = torch.stack([-parts["reward"], torch.full_like(parts["reward"], float("nan"))], 1)
+    # Soft labels travel with their comparisons (loss.strength=soft): the filler's 0.1 goes with it.
+    parts["pair_target"] = torch.tensor([0.7, 0.8, float("nan"), 0.1, -1.0])
     g = first_copies(parts)
     assert g["index"].tolist() == [0, 1, 2] and g["prompt"].tolist() == [7, 8, 9]
     assert g["reward"].tolist() == [1, 2, 3, 4, 5, 6] and g["slot"].tolist() == [0, 1] * 3
@@ -128,6 +131,9 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
     )
     assert g["pair_group"].tolist() == [0, 1, 2] and g["tie"].tolist() == [False, False, True]
     assert (g["chosen"].tolist(), g["rejected"].tolist()) == ([1, 3], [2, 4])
+    assert g["target"].tolist() == pytest.approx([0.7, 0.8])
+    del parts["pair_target"]
+    assert "target" not in first_copies(parts)  # no soft labels: the columns of today
 
 
 def test_group_metrics_by_hand_through_evaluate():
@@ -378,6 +384,8 @@ def mixed_groups() -> list[EncodedGroup]:
         scores = np.random.default_rng(100 + i).integers(0, 5, size=2 * k).astype(float)  # [k x 2 attributes]
         scores[::7] = np.nan  # some missing
         out[-1].attributes = scores.tolist()
+        if k == 2 and i % 3:  # soft labels on some pairs (loss.strength=soft), hard ones on the rest
+            out[-1].target = float(np.random.default_rng(200 + i).integers(0, 11)) / 10
     return out
 
 
@@ -389,6 +397,7 @@ def worker(out: str) -> None:
     loader = DataLoader(groups, batch_sampler=batches, collate_fn=PaddedCollator(0))
     gathered = gather_rewards(TokenAttributes(), loader, accelerator)
     result = summarize_groups(gathered, ["x", "y", "z"]) | {"attributes": gathered_block(gathered, ["u", "v"], SUBSETS)}
+    result["soft_calibration"] = gathered_calibration(gathered)
     if accelerator.is_main_process:
         saved = {k: v.tolist() for k, v in gathered.items()} | {"processes": accelerator.num_processes}
         Path(out).write_text(json.dumps(saved | {"result": metrics.json_safe(result)}))
@@ -416,8 +425,10 @@ def test_groups_are_gathered_exactly_under_several_processes(processes, tmp_path
     for key, value in one.items():  # attribute scores hold NaN (missing): compared as arrays
         np.testing.assert_array_equal(np.array(many[key], dtype=float), value.double().numpy(), err_msg=key)
     expected = summarize_groups(one, ["x", "y", "z"]) | {"attributes": gathered_block(one, ["u", "v"], SUBSETS)}
+    expected["soft_calibration"] = gathered_calibration(one)
     assert many["result"] == metrics.json_safe(expected)
     assert many["result"]["attributes"]["v"]["overall"]["missing"] > 0
+    assert many["result"]["soft_calibration"]["n"] == int(np.isfinite(many["target"]).sum()) > 0
 
 
 if __name__ == "__main__":

@@ -185,6 +185,8 @@ def render_html(result: dict, kept: list[Example], rewards: list[np.ndarray], fi
         _paragraph(md.CALIBRATION_TEXT),
         html_table(md.calibration_table(result), "calibration"),
     ]
+    if result.get("soft_calibration"):
+        body += [_paragraph(md.SOFT_TEXT), html_table(md.soft_table(result["soft_calibration"]), "soft_calibration")]
     body += [_figure(figures["calibration.png"], "reliability diagram"), "<h2>Rewards</h2>"]
     body += [_figure(figures["reward_hist.png"], "reward histograms"), "<h2>Length bias</h2>"]
     body += [_paragraph(md.length_text(o)), html_table(md.length_table(result), "length", overall=False)]

@@ -73,11 +73,16 @@ CALIBRATION_TEXT = [
     "P(chosen) = sigmoid(r_chosen - r_rejected). Confidence is max(P, 1 - P), binned on [0.5, 1]; ECE is the",
     "pair-weighted mean |accuracy - confidence| over the bins (0 is perfectly calibrated).",
 ]
+SOFT_TEXT = [
+    "Pairs with a soft label (a preference strength, `loss.strength=soft`): P(chosen) against the label p, in 10",
+    "equal-width bins of P on [0, 1]; ECE is the pair-weighted mean |mean P - mean p|, Brier the mean (P - p)^2.",
+]
 
 ATTRIBUTE_TEXT = [
     "Each attribute output (config.json's `id2label[1:]`; output 0 is the reward) against the records' scores of",
     "that name: RMSE, Pearson's r and Spearman's rho (ties share their mean rank) over the responses that have a",
-    "score; *missing* counts those without one (left out).",
+    "score; *missing* counts those without one (left out). *AUC* (an attribute scored only 0 or 1): how often the",
+    "output ranks a response scored 1 above one scored 0 (a tie counts half).",
 ]
 
 
@@ -126,15 +131,34 @@ def calibration_table(result: dict) -> Table:
     return ["confidence bin", "pairs", "mean confidence", "accuracy"], ["---", "---:", "---:", "---:"], rows
 
 
+def soft_table(soft: dict) -> Table:
+    """eval.json's `soft_calibration`: its non-empty bins, then ECE and Brier over all its pairs."""
+    rows = [
+        [f"{b['lo']:.1f}-{b['hi']:.1f}", str(b["n"]), _f(b["p_mean"]), _f(b["target_mean"]), "", ""]
+        for b in soft["bins"]
+        if b["n"]
+    ]
+    rows.append(["overall", str(soft["n"]), "", "", _f(soft["ece"]), _f(soft["brier"])])
+    return ["P(chosen) bin", "pairs", "mean P", "mean label", "ECE", "Brier"], ["---"] + ["---:"] * 5, rows
+
+
 def attribute_table(result: dict) -> Table:
-    """One row per attribute and subset, then the attribute overall."""
+    """One row per attribute and subset, then the attribute overall; an AUC column only where some attribute is
+    scored 0/1 (eval.json's `auc`), blank for the others."""
+    blocks = result["attributes"]
+    binary = any("auc" in block["overall"] for block in blocks.values())
     rows = []
-    for name, block in result["attributes"].items():
+    for name, block in blocks.items():
         for subset, m in _rows(block):
-            cells = [_f(m["rmse"]), _f(m["pearson"]), _f(m["spearman"]), str(m["n"]), str(m["missing"])]
-            rows.append([name, subset, *cells])
-    head = ["attribute", "subset", "RMSE", "Pearson", "Spearman", "n", "missing"]
-    return head, ["---", "---"] + ["---:"] * 5, rows
+            cells = [_f(m["rmse"]), _f(m["pearson"]), _f(m["spearman"])] + ([_f_or_blank(m, "auc")] if binary else [])
+            rows.append([name, subset, *cells, str(m["n"]), str(m["missing"])])
+    head = ["attribute", "subset", "RMSE", "Pearson", "Spearman"] + (["AUC"] if binary else []) + ["n", "missing"]
+    return head, ["---", "---"] + ["---:"] * (len(head) - 2), rows
+
+
+def _f_or_blank(m: dict, key: str) -> str:
+    """A number of `m`, or an empty cell where `m` has none (an attribute that is not 0/1 has no AUC)."""
+    return _f(m[key]) if key in m else ""
 
 
 def length_text(o: dict) -> list[str]:
@@ -181,6 +205,8 @@ def render_markdown(result: dict) -> str:
         md += ["## Groups", "", *GROUP_TEXT, "", *md_table(group_table(result))]
         md += ["", "![group metrics per subset](groups.png)", ""]
     md += ["## Calibration", "", *CALIBRATION_TEXT, "", *md_table(calibration_table(result))]
+    if result.get("soft_calibration"):
+        md += ["", *SOFT_TEXT, "", *md_table(soft_table(result["soft_calibration"]))]
     md += ["", "![reliability diagram](calibration.png)", "", "## Rewards", "", "![reward histograms](reward_hist.png)"]
     md += ["", "## Length bias", "", *length_text(o), "", *md_table(length_table(result))]
     md += ["", "![length bias](length_bias.png)", ""]
