@@ -17,7 +17,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
-from transformers import PreTrainedTokenizerBase, get_scheduler
+from transformers import PreTrainedTokenizerBase
 
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
@@ -44,7 +44,7 @@ from rm.training.accelerator import exportable, make_accelerator
 from rm.training.checkpoint import TrainState
 from rm.training.faults import explain_oom, loading, same_plan_everywhere, sigterm_raises
 from rm.training.loop import Hooks, Run, fit, log_eval
-from rm.training.optim import make_optimizer
+from rm.training.optim import make_optimizer, make_scheduler
 from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, push_export, unclaimed
 from rm.training.run_lock import run_dir_lock
 from rm.training.suite_evals import suite_evals
@@ -219,7 +219,7 @@ def set_up(
     max_steps = t.max_steps or max(1, math.ceil(t.epochs * steps_per_epoch))
     # Stepped by hand once per optimizer step (not prepared: accelerate would step it per process).
     warmup = round(t.warmup_ratio * max_steps)
-    scheduler = get_scheduler(SCHEDULERS[t.scheduler], optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+    scheduler = make_scheduler(optimizer, SCHEDULERS[t.scheduler], warmup, max_steps)
     if t.report_to:
         accelerator.init_trackers(TRACKING, config=flat(to_dict(cfg)))
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
