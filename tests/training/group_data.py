@@ -1,7 +1,8 @@
 """Groups whose order the text decides, in the generic `responses` layout (rm/data/formats/ranked.py), written by
 the tests that train on K responses per prompt: each response opens with one of four words, ranked
 great > good > poor > awful, and two responses with the same word tie. Prompts repeat (a few records share
-one), so the hold-out by prompt has something to keep together."""
+one), so the hold-out by prompt has something to keep together. Each response also carries an attribute,
+`length` (its word count; missing on every seventh response), read only by runs that name it."""
 
 import json
 import random
@@ -25,7 +26,10 @@ def write_groups(path: Path, n: int, seed: int = 0) -> Path:
                 while text in seen:
                     text += " " + rng.choice(FILLER)
                 seen.add(text)
-                responses.append({"text": text, "score": float(len(WORDS) - WORDS.index(w))})
+                response = {"text": text, "score": float(len(WORDS) - WORDS.index(w))}
+                if (i + len(responses)) % 7:
+                    response["attributes"] = {"length": float(len(text.split()))}
+                responses.append(response)
             prompt = f"question {i // 2}: which answer is best?"  # every prompt twice
             subset = "even" if i % 4 < 2 else "odd"
             f.write(json.dumps({"prompt": prompt, "responses": responses, "subset": subset}) + "\n")

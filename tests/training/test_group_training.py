@@ -79,9 +79,11 @@ def torchrun(processes: int, args: list[str]) -> None:
 
 
 # Token budgets, groups of 2-5 responses with ties, Davidson with a learned nu, every pair weighing 1: the weight
-# of a step is then its comparisons, not its groups, and still N processes must equal one accumulating N.
+# of a step is then its comparisons, not its groups, and still N processes must equal one accumulating N; with an
+# attribute output trained by the Gaussian likelihood beside it (its learned sigma, some scores missing).
 HARD = ["collator.max_tokens=300", "collator.eval_max_tokens=300", "train.max_steps=0", "train.epochs=1",
-        "loss.ties=davidson", "loss.group_weighting=pair", "train.log_steps=1"]  # fmt: skip
+        "loss.ties=davidson", "loss.group_weighting=pair", "train.log_steps=1", "model.head.attributes=[length]",
+        "loss.attribute_loss=gaussian"]  # fmt: skip
 
 
 @pytest.mark.parametrize("processes", [2, 3])
@@ -97,9 +99,14 @@ def test_groups_on_n_processes_match_one_process_accumulating_n(groups_file, pro
     assert sorted(i for s in seen for b in s for i in b["pairs"]) == list(range(320))  # every group once
     a, b = load_file(run / "export" / "model.safetensors"), load_file(one / "export" / "model.safetensors")
     diff = max((a[k] - b[k]).abs().max().item() for k in a)
-    nu = [json.loads((r / "export" / "config.json").read_text())["rm_davidson_nu"] for r in (run, one)]
-    print(f"groups, {processes} processes vs 1 x grad_accum {processes}: max weight diff {diff:.2g}, nu {nu}")
+    configs = [json.loads((r / "export" / "config.json").read_text()) for r in (run, one)]
+    nu = [c["rm_davidson_nu"] for c in configs]
+    sigma = [c["attribute_sigma"]["length"] for c in configs]
+    print(f"groups, {processes} processes vs 1 x grad_accum {processes}: max weight diff {diff:.2g}, nu {nu}, {sigma}")
     assert diff <= 1e-5 and nu[0] == pytest.approx(nu[1], abs=1e-5) and nu[0] != pytest.approx(math.log(2), abs=1e-4)
+    assert sigma[0] == pytest.approx(sigma[1], abs=1e-5) and sigma[0] != pytest.approx(1.0, abs=1e-4)  # it learnt
     result = json.loads((run / "eval.json").read_text())
     assert result["overall"]["n"] == reference["overall"]["n"]
     assert result["overall"]["accuracy"] == reference["overall"]["accuracy"]
+    fits = result["attributes"]["length"]["overall"], reference["attributes"]["length"]["overall"]
+    assert fits[0]["n"] == fits[1]["n"] > 0 and fits[0]["rmse"] == pytest.approx(fits[1]["rmse"], abs=1e-4)
