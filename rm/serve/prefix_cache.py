@@ -28,7 +28,7 @@ from transformers import DynamicCache
 
 from rm.collate.scoring import PackedScoring, ScoreSeq
 from rm.model.masks import AttentionRule, additive_mask, attention_rules, column_limit
-from rm.model.reward import RewardModel, score_head, transformers_model
+from rm.model.reward import RewardModel, mixed_reward, score_head, transformers_model
 from rm.tokens.store import same_ids
 
 SLACK = 1.2
@@ -78,7 +78,8 @@ class PrefixScoring:
         self.additive = self.hf.config._attn_implementation == "eager"
 
     def rewards(self, seqs: list[ScoreSeq]) -> torch.Tensor:
-        """[len(seqs)] rewards in the order given (or [n, 1 + A] with attribute outputs)."""
+        """[len(seqs)] rewards in the order given (or [n, 1 + A] with attribute outputs, column 0 the reward, mixed
+        from the attributes where the model is marked so: rm/model/reward.py:mixed_reward)."""
         members = runs(seqs)
         prompts = [[int(t) for t in seqs[m[0]].prompt_ids] for m in members]
         if not all(prompts):
@@ -96,7 +97,7 @@ class PrefixScoring:
                 out = got.new_empty((len(seqs), *got.shape[1:]))
             out[torch.tensor(idx)] = got
         assert out is not None
-        return out.squeeze(-1) if out.shape[-1] == 1 else out
+        return mixed_reward(out, getattr(self.hf, "rm_reward_mix", None))  # as RewardModel's forward returns it
 
     def _prompts(self, prompts: list[list[int]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Each layer's keys and values of every prompt, [prompts, kv heads, longest, head dim], zero past a

@@ -76,3 +76,26 @@ def test_runs_are_consecutive_sequences_with_one_prompt():
     a, b = [1, 2], [3]
     seqs = [ScoreSeq(a, [5]), ScoreSeq(a, [6]), ScoreSeq(b, [7]), ScoreSeq(a, [8])]
     assert runs(seqs) == [[0, 1], [2], [3]]
+
+
+def test_attribute_outputs_and_a_reward_mix_come_out_as_the_models_forward_gives_them(tokenizer):
+    """A run served from its weights keeps its mark `rm_reward_mix` (model.head.reward_from_attributes): output 0 is
+    the mix of the attribute outputs on the cached path too, not the head's untied row 0."""
+    from rm.config import ModelConfig, RandomInitConfig
+    from rm.config.head_config import HeadConfig
+    from rm.model.build import build_model
+
+    shape = RandomInitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    cfg = ModelConfig(
+        random_init=shape, head=HeadConfig(attributes=["a", "b"], reward_from_attributes={"a": 0.5, "b": -2.0})
+    )
+    torch.manual_seed(1)
+    model = RewardModel(build_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id).eval())
+    scorer, why_not = prefix_support(model, tokenizer.pad_token_id, torch.device("cpu"))
+    assert scorer is not None, why_not
+    seqs = random_seqs(len(tokenizer), 4)
+    with torch.inference_mode():
+        got, want = scorer.rewards(seqs), alone(model, seqs, tokenizer.pad_token_id)
+    assert got.shape == (len(seqs), 3)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got[:, 0], 0.5 * got[:, 1] - 2.0 * got[:, 2], atol=1e-5, rtol=0)
