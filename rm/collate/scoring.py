@@ -33,6 +33,17 @@ class ScoreSeq:
         return len(self.prompt_ids) + len(self.response_ids)
 
 
+def prompt_runs(seqs: list[ScoreSeq]) -> list[list[int]]:
+    """Indices of consecutive sequences with the same prompt ids: the runs a layout computes the prompt of once."""
+    members: list[list[int]] = []
+    for i, s in enumerate(seqs):
+        if members and same_ids(seqs[members[-1][0]].prompt_ids, s.prompt_ids):
+            members[-1].append(i)
+        else:
+            members.append([i])
+    return members
+
+
 class Layout(Protocol):
     """How sequences become a batch, and a batch becomes rewards: [len(seqs)] in the order given."""
 
@@ -72,12 +83,7 @@ class PackedScoring:
         self.pad_token_id = pad_token_id
 
     def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
-        members: list[list[int]] = []  # runs of consecutive sequences with the same prompt
-        for i, s in enumerate(seqs):
-            if members and same_ids(seqs[members[-1][0]].prompt_ids, s.prompt_ids):
-                members[-1].append(i)
-            else:
-                members.append([i])
+        members = prompt_runs(seqs)
         groups = [(seqs[m[0]].prompt_ids, [seqs[i].response_ids for i in m]) for m in members]
         tensors, ends = pack(groups, self.pad_token_id)
         reward_index = torch.empty(len(seqs), dtype=torch.long)

@@ -26,24 +26,12 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from rm.collate.scoring import PackedScoring, ScoreSeq
+from rm.collate.scoring import PackedScoring, ScoreSeq, prompt_runs
 from rm.model.masks import AttentionRule, additive_mask, attention_rules, column_limit
 from rm.model.reward import RewardModel, mixed_reward, score_head, transformers_model
-from rm.tokens.store import same_ids
 
 SLACK = 1.2
 """A chunk grows while its padded size stays within this factor of its tokens (sequences sorted by length)."""
-
-
-def runs(seqs: list[ScoreSeq]) -> list[list[int]]:
-    """Indices of consecutive sequences with the same prompt ids (a group's responses sit side by side)."""
-    members: list[list[int]] = []
-    for i, s in enumerate(seqs):
-        if members and same_ids(seqs[members[-1][0]].prompt_ids, s.prompt_ids):
-            members[-1].append(i)
-        else:
-            members.append([i])
-    return members
 
 
 def chunks(lengths: list[int], slack: float = SLACK) -> list[list[int]]:
@@ -80,7 +68,7 @@ class PrefixScoring:
     def rewards(self, seqs: list[ScoreSeq]) -> torch.Tensor:
         """[len(seqs)] rewards in the order given (or [n, 1 + A] with attribute outputs, column 0 the reward, mixed
         from the attributes where the model is marked so: rm/model/reward.py:mixed_reward)."""
-        members = runs(seqs)
+        members = prompt_runs(seqs)
         prompts = [[int(t) for t in seqs[m[0]].prompt_ids] for m in members]
         if not all(prompts):
             raise ValueError("every prompt must have a token: an empty one has nothing to cache")

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from rm.collate.scoring import Layout, PackedScoring, ScoreSeq
+from rm.collate.scoring import Layout, PackedScoring, ScoreSeq, prompt_runs
 from rm.config.rundir import WEIGHTS, RunDir
 from rm.data.formats.chat import Renderer
 from rm.errors import ConfigError
@@ -27,7 +27,7 @@ from rm.model.pretrained import PooledLogits, default_max_length, load_reward_mo
 from rm.model.reward import RewardModel, score_head
 from rm.model.threads import set_threads
 from rm.serve.batch_plan import Output
-from rm.serve.prefix_cache import PrefixScoring, prefix_support, runs
+from rm.serve.prefix_cache import PrefixScoring, prefix_support
 from rm.tokens.tokenizer import special_prefix
 
 log = logging.getLogger("rm.serve")
@@ -74,7 +74,7 @@ class Scorer:
         """Raw rewards of one batch, in the order given (a shared prompt is computed once where seqs that share
         it sit side by side): a group's runs of two or more responses on their prompt's cache where the model allows
         it, everything else (single texts) in the layout. With attribute outputs each entry is [reward, *attributes]."""
-        cached = [m for m in runs(seqs) if len(m) > 1 and seqs[m[0]].group and len(seqs[m[0]].prompt_ids)]
+        cached = [m for m in prompt_runs(seqs) if len(m) > 1 and seqs[m[0]].group and len(seqs[m[0]].prompt_ids)]
         cached = cached if self.groups is not None else []
         flat = sorted(set(range(len(seqs))).difference(i for m in cached for i in m))
         out: list[Output] = [0.0] * len(seqs)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from rm.collate.scoring import PaddedLayout, ScoreSeq
+from rm.collate.scoring import PaddedLayout, ScoreSeq, prompt_runs
 from rm.model.reward import RewardModel
-from rm.serve.prefix_cache import chunks, prefix_support, runs
+from rm.serve.prefix_cache import chunks, prefix_support
 
 
 def random_seqs(vocab: int, seed: int) -> list[ScoreSeq]:
@@ -75,7 +75,7 @@ def test_chunks_cover_every_index_once_within_the_slack():
 def test_runs_are_consecutive_sequences_with_one_prompt():
     a, b = [1, 2], [3]
     seqs = [ScoreSeq(a, [5]), ScoreSeq(a, [6]), ScoreSeq(b, [7]), ScoreSeq(a, [8])]
-    assert runs(seqs) == [[0, 1], [2], [3]]
+    assert prompt_runs(seqs) == [[0, 1], [2], [3]]
 
 
 def test_attribute_outputs_and_a_reward_mix_come_out_as_the_models_forward_gives_them(tokenizer):
