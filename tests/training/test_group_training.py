@@ -1,6 +1,6 @@
 """Training on K responses per prompt end to end (issue 25): a listwise run learns an order the text decides, the
 hold-out keeps every prompt on one side, and N processes match one process accumulating N under token budgets
-with groups of mixed K, ties and per-pair weights."""
+with groups of mixed K, ties and per-pair weights, beside pairs whose preference strength is a soft label (issue 26)."""
 
 import json
 import math
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from group_data import write_groups
+from group_data import write_groups, write_soft_pairs
 from safetensors.torch import load_file
 
 from conftest import QUICKSTART, REPO, TINY_MODEL
@@ -32,6 +32,13 @@ def group_run(data: Path, out: Path, *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def groups_file(tmp_path_factory):
     return write_groups(tmp_path_factory.mktemp("groups") / "groups.jsonl", 400, seed=1)
+
+
+@pytest.fixture(scope="module")
+def mixed_file(tmp_path_factory):
+    """The groups above and 100 pairs with a strength (20 of them 0: a soft 0.5) in one file."""
+    path = write_groups(tmp_path_factory.mktemp("mixed") / "mixed.jsonl", 400, seed=1)
+    return write_soft_pairs(path, 100, seed=2)
 
 
 @pytest.fixture(scope="module")
@@ -80,23 +87,27 @@ def torchrun(processes: int, args: list[str]) -> None:
 
 # Token budgets, groups of 2-5 responses with ties, Davidson with a learned nu, every pair weighing 1: the weight
 # of a step is then its comparisons, not its groups, and still N processes must equal one accumulating N; with an
-# attribute output trained by the Gaussian likelihood beside it (its learned sigma, some scores missing).
+# attribute output trained by the Gaussian likelihood beside it (its learned sigma, some scores missing); and pairs
+# with soft labels (loss.strength=soft) in the same micro-batches as the groups' hard ones.
 HARD = ["collator.max_tokens=300", "collator.eval_max_tokens=300", "train.max_steps=0", "train.epochs=1",
         "loss.ties=davidson", "loss.group_weighting=pair", "train.log_steps=1", "model.head.attributes=[length]",
-        "loss.attribute_loss=gaussian"]  # fmt: skip
+        "loss.attribute_loss=gaussian", "loss.strength=soft"]  # fmt: skip
 
 
 @pytest.mark.parametrize("processes", [2, 3])
-def test_groups_on_n_processes_match_one_process_accumulating_n(groups_file, processes, tmp_path):
+def test_groups_on_n_processes_match_one_process_accumulating_n(mixed_file, processes, tmp_path):
     run, one = tmp_path / "procs", tmp_path / "one"
-    torchrun(processes, group_run(groups_file, run, *HARD, "export.enabled=true"))
+    torchrun(processes, group_run(mixed_file, run, *HARD, "export.enabled=true"))
     cfg = load_config(
-        QUICKSTART, group_run(groups_file, one, *HARD, "export.enabled=true", f"train.grad_accum={processes}")
+        QUICKSTART, group_run(mixed_file, one, *HARD, "export.enabled=true", f"train.grad_accum={processes}")
     )
     reference = main(cfg)
+    report = json.loads((run / "data_report.json").read_text())
+    n_train, n_eval = report["groups"]["train"]["groups"], report["groups"]["eval"]["groups"]
+    assert report["strength"]["soft"] == 100 and n_train + n_eval == 500  # the 400 groups and 100 soft pairs
     seen = [json.loads((run / f"batches-{r}.json").read_text()) for r in range(processes)]
     assert len({len(s) for s in seen}) == 1 and all(b["pairs"] for s in seen for b in s)
-    assert sorted(i for s in seen for b in s for i in b["pairs"]) == list(range(320))  # every group once
+    assert sorted(i for s in seen for b in s for i in b["pairs"]) == list(range(n_train))  # every item once
     a, b = load_file(run / "export" / "model.safetensors"), load_file(one / "export" / "model.safetensors")
     diff = max((a[k] - b[k]).abs().max().item() for k in a)
     configs = [json.loads((r / "export" / "config.json").read_text()) for r in (run, one)]
@@ -110,3 +121,5 @@ def test_groups_on_n_processes_match_one_process_accumulating_n(groups_file, pro
     assert result["overall"]["accuracy"] == reference["overall"]["accuracy"]
     fits = result["attributes"]["length"]["overall"], reference["attributes"]["length"]["overall"]
     assert fits[0]["n"] == fits[1]["n"] > 0 and fits[0]["rmse"] == pytest.approx(fits[1]["rmse"], abs=1e-4)
+    soft = result["soft_calibration"], reference["soft_calibration"]  # the held-out soft pairs, each counted once
+    assert soft[0]["n"] == soft[1]["n"] > 0 and soft[0]["brier"] == pytest.approx(soft[1]["brier"], abs=1e-5)
