@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+import rm.tokens.encode as encode_module
 import rm.tokens.ids as ids_module
 import rm.tokens.tokenizer as tokenizer_module
 from conftest import HH_HARMLESS_TEST
@@ -93,6 +94,23 @@ def test_kept_positions_and_released_texts():
     release_texts(data)
     assert data.train == [] and data.eval == [] and encoding.note()["train"]["kept"] == len(train)
     assert len(train) + len(held) == len(split) and train[0].chosen_ids.tolist() == want[0].chosen_ids
+
+
+@pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+def test_consuming_encoding_frees_each_chunk_as_it_goes_and_encodes_the_same(monkeypatch):
+    pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
+    tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
+    monkeypatch.setattr(encode_module, "CHUNK", 64)
+    monkeypatch.setattr(encode_module, "TRIM_CHUNKS", 2)
+    want, want_report, _ = encode_kept(pairs, tokenizer, 200, ["harmless-base"])
+    handed, seen = list(pairs), []
+    made = encode_module.record_batch
+    monkeypatch.setattr(encode_module, "record_batch", lambda *a: seen.append(list(handed)) or made(*a))
+    got, report, _ = encode_kept(handed, tokenizer, 200, ["harmless-base"], consume=True)
+    assert report == want_report and handed == []
+    assert got.table.equals(want.table)
+    # When chunk n is made into a record batch, the chunks before it are gone from the list, the rest still there.
+    assert [sum(x is None for x in held) for held in seen] == [64 * n for n in range(len(seen))] and len(seen) == 5
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
