@@ -205,7 +205,7 @@ def encode_kept(
             pairs[start : start + len(chunk)] = itertools.repeat(None, len(chunk))
             if n % TRIM_CHUNKS == TRIM_CHUNKS - 1:
                 trim_heap()  # the texts' large strings live in the C heap: hand the freed pages back
-        bar.update(min(CHUNK, len(pairs) - start))
+        bar.update(len(chunk))
     bar.close()
     if consume:
         pairs.clear()
