@@ -13,9 +13,10 @@ them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, h
 prompt and its longest completion fit max_length (512), so no mode truncates anything.
 
 Modes, each its own server process on localhost, all started before the first turn:
-- (a) `rm-score`: `rm serve`'s /score with the 8 texts prompt + completion (each its own text; rm still computes a
-  prompt once for texts that happen to sit side by side in a batch with the same prompt ids, so the tokens (a)
-  computes are counted from the server's /info and printed beside the nominal ceiling);
+- (a) `rm-score`: `rm serve`'s /score with the 8 texts prompt + completion, each its own text (rm's /score scores
+  a request's texts whose prompts have the same ids as one group, so its prompt is computed once here too: the
+  tokens (a) computes are counted from the server's /info and printed beside the nominal ceiling, which assumes
+  a server that computes every text's prompt, as (c) does);
 - (b) `rm-groups`: `rm serve`'s /score_groups with the group (its prompt computed once);
 - (c) `baseline`: a plain transformers server (Starlette + uvicorn, as small as such servers are written):
   AutoModelForSequenceClassification on each request's texts as one padded batch, requests one at a time, no
@@ -60,13 +61,19 @@ GROUP = 8
 MODES = ("rm-score", "rm-groups", "baseline")
 PACKED = "rm-groups-packed"
 """With --layouts: /score_groups again on a server started with --no-prefix-cache (groups in packed rows)."""
-GROUPED = ("rm-groups", PACKED)
+THEN = {"rm-score-then": "rm-score", "rm-groups-then": "rm-groups"}
+"""With --against TREE: (a) and (b) again on a server running TREE's rm (another checkout, e.g. a git worktree of
+an earlier commit), interleaved with the others: a before/after comparison within one run."""
+GROUPED = ("rm-groups", PACKED, "rm-groups-then")
 ROUTES = {"rm-score": "/score", "rm-groups": "/score_groups", "baseline": "/score", PACKED: "/score_groups"}
+ROUTES |= {"rm-score-then": "/score", "rm-groups-then": "/score_groups"}
 LABELS = {
     "rm-score": "(a) rm serve /score",
     "rm-groups": "(b) rm serve /score_groups",
     "baseline": "(c) baseline",
     PACKED: "(b') /score_groups, packed rows",
+    "rm-score-then": "(a) at --against",
+    "rm-groups-then": "(b) at --against",
 }
 
 
@@ -268,8 +275,11 @@ def baseline_server(export: Path, threads: int) -> None:
 # --- the conductor -------------------------------------------------------------------------------------------
 
 
-def start_servers(export: Path, work: Path, threads: int, server_args: list[str], modes: list[str]) -> dict[str, tuple]:
-    """Every mode's server process; (process, url) once each answers /health."""
+def start_servers(
+    export: Path, work: Path, threads: int, server_args: list[str], modes: list[str], against: Path | None = None
+) -> dict[str, tuple]:
+    """Every mode's server process (the --against modes running `against`'s rm); (process, url) once each answers
+    /health."""
     rm_cmd = [sys.executable, "-m", "rm", "serve", str(export), "--port", "0", "--num-threads", str(threads)]
     rm_cmd += server_args
     commands = {
@@ -277,13 +287,17 @@ def start_servers(export: Path, work: Path, threads: int, server_args: list[str]
         "rm-groups": rm_cmd,
         "baseline": [sys.executable, __file__, "--baseline-server", str(export), "--threads", str(threads)],
         PACKED: [*rm_cmd, "--no-prefix-cache"],
+        **{mode: rm_cmd for mode in THEN},
     }
     commands = {mode: commands[mode] for mode in modes}
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     procs = {}
     for mode, cmd in commands.items():
+        tree = against if mode in THEN else REPO
         log = open(work / f"server-{mode}.log", "w")  # noqa: SIM115 - the server's whole life
-        procs[mode] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+        procs[mode] = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tree, env=env | {"PYTHONPATH": str(tree)}
+        )
     return {mode: (p, wait_url(p, work / f"server-{mode}.log")) for mode, p in procs.items()}
 
 
@@ -414,12 +428,17 @@ def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float
     print("targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in checks.items()))
     computed = rows["rm-score"]["tokens_per_response"] / rows["rm-groups"]["tokens_per_response"]
     print(
-        f"tokens the server computed per response: (a) {rows['rm-score']['tokens_per_response']:.0f} (rm shares a "
-        f"prompt between texts that sit side by side in a batch), (b) {rows['rm-groups']['tokens_per_response']:.0f}; "
+        f"tokens the server computed per response: (a) {rows['rm-score']['tokens_per_response']:.0f} (/score "
+        "computes a prompt once for a request's texts that share it), "
+        f"(b) {rows['rm-groups']['tokens_per_response']:.0f}; "
         f"so the ceiling over what (a) computed is {computed:.3f}x, and (b)/(a) is {speedup / computed:.1%} of it"
     )
     if PACKED in rows:
         print(f"(b) on cached prompts over (b') in packed rows: {b / rows[PACKED]['responses_per_s']:.3f}x")
+    for then, now in THEN.items():
+        if then in rows:
+            ratio_then = rows[now]["responses_per_s"] / rows[then]["responses_per_s"]
+            print(f"{LABELS[now]} over the same at --against: {ratio_then:.3f}x")
     summary = {m: round(r["responses_per_s"], 2) for m, r in rows.items()}
     return summary | {
         "ceiling": round(ratio, 3),
@@ -443,7 +462,10 @@ def conduct(args: argparse.Namespace) -> None:
         f"{flat / len(requests):.0f} tokens a request as flat texts, {group / len(requests):.0f} as a group"
     )
     modes = [*MODES, PACKED] if args.layouts else list(MODES)
-    servers = start_servers(folder / "export", args.work, args.threads, args.server_args.split(), modes)
+    if args.against:
+        modes += list(THEN)
+    export, extra = folder.resolve() / "export", args.server_args.split()
+    servers = start_servers(export, args.work, args.threads, extra, modes, args.against)
     try:
         print(
             f"servers up; largest reward difference between modes on one request: "
@@ -492,11 +514,21 @@ def main() -> None:
         action="store_true",
         help="also (b'): /score_groups on a server with --no-prefix-cache, interleaved",
     )
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout of rm (e.g. `git worktree add /tmp/before HEAD~1`): (a) and (b) on its rm too, "
+        "interleaved with the others",
+    )
     ap.add_argument("--baseline-server", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.against is not None:
+        args.against = args.against.resolve()
+        if not (args.against / "rm" / "__main__.py").is_file():
+            ap.error(f"--against {args.against}: not a checkout of rm (no rm/__main__.py there)")
     args.threads = args.threads or len(os.sched_getaffinity(0))
     if args.baseline_server:
         baseline_server(args.baseline_server, args.threads)

@@ -56,6 +56,26 @@ def run(transport, clients=4, seconds=0.6):
     )
 
 
+def test_against_modes_send_what_their_counterparts_send_and_are_reported_against_them(capsys):
+    for then, now in bench_serve.THEN.items():
+        assert bench_serve.ROUTES[then] == bench_serve.ROUTES[now]
+        assert bench_serve.body(then, REQUESTS[0]) == bench_serve.body(now, REQUESTS[0])
+
+    def turn(rate: float) -> dict:
+        keys = ("requests_per_s", "counted_responses_per_s", "busy", "tokens_per_response")
+        return {"responses_per_s": rate, "latencies": [1.0], "errors": 0, "lost": 0, "sent": 1} | dict.fromkeys(
+            keys, 1.0
+        )
+
+    rates = {"rm-score": 150, "rm-groups": 160, "baseline": 70, "rm-score-then": 100, "rm-groups-then": 160}
+    results = {mode: [turn(rate), turn(rate + 2), turn(rate - 2)] for mode, rate in rates.items()}
+    bench_serve.report(results, dict.fromkeys(rates, 1.0), 2.0)
+    out = capsys.readouterr().out
+    assert "(a) rm serve /score over the same at --against: 1.500x" in out
+    assert "(b) rm serve /score_groups over the same at --against: 1.000x" in out
+    assert "| (a) at --against | 1.00 | 100.0 |" in out
+
+
 def test_load_rates_follow_the_latency():
     out = run(fake_server(0.05))
     # 4 clients, each always waiting on one 50 ms request: 80 requests/s, 2 responses each

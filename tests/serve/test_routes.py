@@ -52,6 +52,38 @@ def test_score_texts_equal_rm_score_on_text_records(scorer, tmp_path):
     assert len(set(expected)) == len(TEXTS)  # distinct rewards: a mix-up of order would show
 
 
+@pytest.mark.parametrize("route", ["/score", "/get_reward"])
+def test_flat_texts_of_one_prompt_compute_it_once_with_each_texts_own_reward(scorer, route, tmp_path):
+    """GRPO batches sent flat: completions of two prompts, interleaved and of lengths that interleave too (so
+    sorting by length alone would not put a prompt's texts side by side), and a lone text. The server scores
+    each prompt's texts as a group (its tokens counted once in /info) and each reward is still the text's
+    alone, in the request's order."""
+    sky = "\n\nHuman: Name a colour of the sky and say why it looks that way.\n\nAssistant:"
+    sea = "\n\nHuman: Name a colour of the sea and say why it looks that way.\n\nAssistant:"
+    answers = [" Blue.", " Blue, from how air scatters light.", " Grey.", " Red at dusk, and blue by day."]
+    texts = [p + a for a in answers for p in (sky, sea)] + [TEXTS[6]]
+    expected = [r["reward"] for r in rm_score(scorer, [{"text": t} for t in texts], tmp_path)]
+    body = {"texts": texts} if route == "/score" else {"query": texts, "prompts": texts}
+    with client(scorer) as c:
+        got = c.post(route, json=body)
+        tokens = c.get("/info").json()["tokens"]
+    assert got.status_code == 200, got.text
+    assert got.json()["rewards"] == pytest.approx(expected, abs=1e-5)
+    assert len(set(expected)) == len(texts)  # distinct rewards: a mix-up of order would show
+    seqs = [scorer.encode([ScoreText("reward", *hh_split(t))])[0] for t in texts]
+    lengths = sorted(len(s) for s in seqs[:-1])
+    assert [len(s) for s in seqs[:-1]] != lengths and len(set(lengths)) > 2  # the two prompts' lengths interleave
+    once = {tuple(s.prompt_ids): len(s.prompt_ids) for s in seqs[:-1]}
+    assert len(once) == 2
+    assert tokens == sum(once.values()) + sum(len(s.response_ids) for s in seqs[:-1]) + len(seqs[-1])
+
+
+def hh_split(text: str) -> tuple[str, str]:
+    """(prompt, response) of an HH text, cut after its last "Assistant:" tag as `rm score` cuts a text record."""
+    cut = text.rindex("\n\nAssistant:") + len("\n\nAssistant:")
+    return text[:cut], text[cut:]
+
+
 @pytest.mark.parametrize("chat", [False, True], ids=["hh-text", "chat-template"])
 def test_conversations_and_message_groups_equal_rm_score_on_responses_records(scorer, chat_export, chat, tmp_path):
     """A message-list group is what `rm score` scores in a `responses` record (rewards in response order); a

@@ -22,15 +22,24 @@ def turn(rng: random.Random, question: int, answer: int) -> str:
     return f"\n\nHuman: {sentence(rng, 1, question)}\n\nAssistant: {sentence(rng, 1, answer)}"
 
 
+def flat_group(rng: random.Random, question: int, answer: int) -> list[str]:
+    """None, or 2-5 flat texts of one prompt (a GRPO batch sent flat), which the server scores as a group."""
+    prompt = turn(rng, question, answer) + f"\n\nHuman: {sentence(rng, 1, question)}\n\nAssistant:"
+    return [prompt + " " + sentence(rng, 1, answer) for _ in range(rng.choice([0, 2, 3, 5]))]
+
+
 def random_request(rng: random.Random) -> tuple[str, dict, list]:
-    """(path, body, what each item's reference is): flat texts, text groups, message groups, OpenRLHF queries."""
+    """(path, body, what each item's reference is): flat texts (some sharing a prompt), text groups, message groups,
+    OpenRLHF queries."""
     kind = rng.choice(["score", "groups", "messages", "get_reward"])
     if kind == "score":
         texts = [turn(rng, 30, 20) for _ in range(rng.randint(1, 4))]
+        texts += flat_group(rng, 30, 20)
+        rng.shuffle(texts)
         return "/score", {"texts": texts}, [("text", t) for t in texts]
     if kind == "get_reward":
-        queries = [turn(rng, 10, 10) for _ in range(2)]
-        body = {"query": queries, "prompts": queries, "labels": [None, None]}
+        queries = [turn(rng, 10, 10) for _ in range(2)] + flat_group(rng, 10, 10)
+        body = {"query": queries, "prompts": queries, "labels": [None] * len(queries)}
         return "/get_reward", body, [("text", q) for q in queries]
     groups, refs = [], []
     for _ in range(rng.randint(1, 3)):
