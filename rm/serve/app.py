@@ -31,7 +31,7 @@ from starlette.routing import Route
 import rm
 from rm.serve.batch_plan import MAX_ROW, Output
 from rm.serve.batcher import Batcher, ModelFailed
-from rm.serve.bodies import Prepared, RequestError, answered, prepare
+from rm.serve.bodies import Prepared, RequestError, prepare
 from rm.serve.scorer import Scorer
 from rm.serve.serve_config import ServeConfig
 
@@ -79,8 +79,7 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
             body = await read_body(request, cfg.max_body_bytes)
             loop = asyncio.get_running_loop()
             prepared = await loop.run_in_executor(prep, prepare, route, body, scorer, cfg.max_texts, cfg.on_too_long)
-            jobs, where = prepared.to_score()
-            raw = answered(await batcher.score(request_id, jobs), where)
+            raw = prepared.answers(await batcher.score(request_id, prepared.jobs))
         except RequestError as e:
             return reply({"error": e.message}, e.status)
         except ClientDisconnect:  # gone before its body arrived: nobody reads this answer

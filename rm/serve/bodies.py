@@ -10,7 +10,7 @@ so the rewards are `rm score`'s:
   responses rendered as a `responses` record renders them. A group's texts are fitted into max_length together,
   as `rm score` fits a K-response record, so its prompt is cut once and computed once;
 - flat texts of one `/score` or `/get_reward` request whose prompts have the same ids go to the batcher as one
-  group (`Prepared.to_score`), each keeping the reward it gets alone.
+  group (`batched`), each keeping the reward it gets alone.
 
 Errors: 400 for what is not the API's shape (malformed JSON, wrong types, unknown fields), 413 for too much
 (more than --max-texts), 422 for a well-formed text that cannot be scored (empty, over max_length with
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rm.collate.scoring import ScoreSeq
@@ -53,40 +53,46 @@ class Prepared:
     items: list[list[ScoreSeq]]
     grouped: bool
     """True: the answer is one list per item (/score_groups); False: one reward per item."""
+    jobs: list[list[ScoreSeq]] = field(init=False)
+    """The items the batcher scores (`batched`): a flat request's texts that share a prompt as one group."""
+    where: list[tuple[int, int | None]] = field(init=False)
+    """Where item i's rewards are among the jobs': (k, None) for job k whole, (k, j) for its j-th reward."""
 
-    def to_score(self) -> tuple[list[list[ScoreSeq]], list[tuple[int, int | None]]]:
-        """The items the batcher scores, and where each item's rewards are among theirs: (k, None) for item k
-        whole, (k, j) for the j-th reward of item k.
+    def __post_init__(self) -> None:
+        # Made with the request, in the thread that prepares it, not on the event loop.
+        self.jobs, self.where = batched(self.items, self.grouped)
 
-        Texts of one /score or /get_reward request that share their prompt's token ids (a GRPO batch sent flat:
-        G completions of a prompt) go as one group, so their prompt is computed once, on its cache or once in a
-        packed row, as /score_groups computes a group's. Each text still attends to its prompt and itself only:
-        its reward is the one it gets alone. Clients that can only send flat texts (OpenRLHF's) get the group
-        endpoint's speed.
-        """
-        if self.grouped:
-            return self.items, [(k, None) for k in range(len(self.items))]
-        by_prompt: dict[tuple[int, ...], list[int]] = {}
-        for k, seqs in enumerate(self.items):
-            if len(seqs) == 1 and len(seqs[0].prompt_ids):
-                by_prompt.setdefault(tuple(int(t) for t in seqs[0].prompt_ids), []).append(k)
-        jobs: list[list[ScoreSeq]] = []
-        where: list[tuple[int, int | None]] = [(-1, None)] * len(self.items)
-        for members in by_prompt.values():
-            if len(members) > 1:
-                for j, k in enumerate(members):
-                    where[k] = (len(jobs), j)
-                jobs.append([replace(self.items[k][0], group=True) for k in members])
-        for k, seqs in enumerate(self.items):
-            if where[k][0] < 0:
-                where[k] = (len(jobs), None)
-                jobs.append(seqs)
-        return jobs, where
+    def answers(self, raw: list[list[Output]]) -> list[list[Output]]:
+        """Each item's raw rewards from the jobs' rewards."""
+        return [raw[k] if j is None else [raw[k][j]] for k, j in self.where]
 
 
-def answered(raw: list[list[Output]], where: list[tuple[int, int | None]]) -> list[list[Output]]:
-    """Each request item's raw rewards from the rewards of `Prepared.to_score`'s items."""
-    return [raw[k] if j is None else [raw[k][j]] for k, j in where]
+def batched(items: list[list[ScoreSeq]], grouped: bool) -> tuple[list[list[ScoreSeq]], list[tuple[int, int | None]]]:
+    """`Prepared.jobs` and `Prepared.where` of these items.
+
+    Texts of one /score or /get_reward request that share their prompt's token ids (a GRPO batch sent flat: G
+    completions of a prompt) go as one group, so their prompt is computed once, on its cache or once in a packed
+    row, as /score_groups computes a group's. Each text still attends to its prompt and itself only: its reward is
+    the one it gets alone. Clients that can only send flat texts (OpenRLHF's) get the group endpoint's speed.
+    """
+    if grouped:
+        return items, [(k, None) for k in range(len(items))]
+    by_prompt: dict[tuple[int, ...], list[int]] = {}
+    for k, seqs in enumerate(items):
+        if len(seqs) == 1 and len(seqs[0].prompt_ids):
+            by_prompt.setdefault(tuple(int(t) for t in seqs[0].prompt_ids), []).append(k)
+    jobs: list[list[ScoreSeq]] = []
+    where: list[tuple[int, int | None] | None] = [None] * len(items)
+    for members in by_prompt.values():
+        if len(members) > 1:
+            for j, k in enumerate(members):
+                where[k] = (len(jobs), j)
+            jobs.append([replace(items[k][0], group=True) for k in members])
+    for k, seqs in enumerate(items):
+        if where[k] is None:
+            where[k] = (len(jobs), None)
+            jobs.append(seqs)
+    return jobs, [w for w in where if w is not None]
 
 
 def decode(body: bytes) -> dict:

@@ -10,7 +10,7 @@ from serving import TEMPLATE, client, padded, scorer_for, text_reference
 from transformers import AutoTokenizer
 
 import rm
-from rm.evaluation.record_texts import GROUP_KEY, ScoreText
+from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
 from rm.evaluation.score_file import score_file
 
 HERE = Path(__file__).parent
@@ -70,18 +70,12 @@ def test_flat_texts_of_one_prompt_compute_it_once_with_each_texts_own_reward(sco
     assert got.status_code == 200, got.text
     assert got.json()["rewards"] == pytest.approx(expected, abs=1e-5)
     assert len(set(expected)) == len(texts)  # distinct rewards: a mix-up of order would show
-    seqs = [scorer.encode([ScoreText("reward", *hh_split(t))])[0] for t in texts]
+    seqs = [scorer.encode(texts_of({"text": t}, "request"))[0] for t in texts]  # as the server reads them
     lengths = sorted(len(s) for s in seqs[:-1])
     assert [len(s) for s in seqs[:-1]] != lengths and len(set(lengths)) > 2  # the two prompts' lengths interleave
     once = {tuple(s.prompt_ids): len(s.prompt_ids) for s in seqs[:-1]}
     assert len(once) == 2
     assert tokens == sum(once.values()) + sum(len(s.response_ids) for s in seqs[:-1]) + len(seqs[-1])
-
-
-def hh_split(text: str) -> tuple[str, str]:
-    """(prompt, response) of an HH text, cut after its last "Assistant:" tag as `rm score` cuts a text record."""
-    cut = text.rindex("\n\nAssistant:") + len("\n\nAssistant:")
-    return text[:cut], text[cut:]
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["hh-text", "chat-template"])

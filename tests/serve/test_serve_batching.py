@@ -23,7 +23,7 @@ def turn(rng: random.Random, question: int, answer: int) -> str:
 
 
 def flat_group(rng: random.Random, question: int, answer: int) -> list[str]:
-    """None, or 2-5 flat texts of one prompt (a GRPO batch sent flat), which the server scores as a group."""
+    """No text, or 2, 3 or 5 flat texts of one prompt (a GRPO batch sent flat), which the server scores as a group."""
     prompt = turn(rng, question, answer) + f"\n\nHuman: {sentence(rng, 1, question)}\n\nAssistant:"
     return [prompt + " " + sentence(rng, 1, answer) for _ in range(rng.choice([0, 2, 3, 5]))]
 
