@@ -30,21 +30,18 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from itertools import combinations
 from pathlib import Path
 
+import benchlib  # puts the repository on sys.path
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rm.collate.pack import PROMPT, pack  # noqa: E402
-from rm.model.masks import dense_mask  # noqa: E402
+from rm.collate.pack import PROMPT, pack
+from rm.model.masks import dense_mask
 
-REPO = Path(__file__).resolve().parents[1]
-SIZES = {"small": (4, 64), "medium": (8, 64)}  # heads, head dim of benchlib.SIZES' models
 GROUPS_PER_BATCH = 2
 
 
@@ -162,11 +159,11 @@ def batches(ids: Path | None, n: int, seed: int) -> tuple[list[list[dict]], str]
     return [groups[s : s + GROUPS_PER_BATCH] for s in starts], source
 
 
-def layouts(batch: list[dict]) -> dict[str, tuple[dict, int]]:
-    """The batch packed as rm packs it, groups and pairs: {layout: (tensors, ordered pairs)}."""
+def layouts(batch: list[dict]) -> dict[str, dict]:
+    """The batch packed as rm packs it: {"groups": tensors, "pairs": tensors of the groups' ordered pairs}."""
     grouped = [(g["prompt"], g["responses"]) for g in batch]
     pairs = [(p, [rs[a], rs[b]]) for p, rs in grouped for a, b in combinations(range(len(rs)), 2)]
-    return {"groups": (pack(grouped, 0)[0], len(pairs)), "pairs": (pack(pairs, 0)[0], len(pairs))}
+    return {"groups": pack(grouped, 0)[0], "pairs": pack(pairs, 0)[0]}
 
 
 def flex_backward_on_cpu() -> str:
@@ -182,19 +179,21 @@ def flex_backward_on_cpu() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ids", type=Path, default=REPO / "runs" / "bench_groups" / "ids.json")
-    ap.add_argument("--size", choices=sorted(SIZES), default="small")
+    ap.add_argument("--ids", type=Path, default=benchlib.REPO / "runs" / "bench_groups" / "ids.json")
+    ap.add_argument("--size", choices=sorted(benchlib.SIZES), default="small")
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(2)
     torch.manual_seed(args.seed)
-    heads, dim = SIZES[args.size]
+    model = benchlib.SIZES[args.size]
+    heads = model["num_attention_heads"]
+    dim = model["hidden_size"] // heads
     picked, source = batches(args.ids, args.batches, args.seed)
     work = []  # (layout, q, k, v, inputs per variant, real-token mask, slots)
     for batch in picked:
-        for name, (t, _) in layouts(batch).items():
+        for name, t in layouts(batch).items():
             rows, width = t["pair_ids"].shape
             q, k, v = (torch.randn(rows, heads, width, dim, requires_grad=True) for _ in range(3))
             plan = segments(t["pair_ids"], t["segment_ids"])

@@ -30,7 +30,7 @@ def test_every_variant_equals_each_response_alone(layout):
         {"prompt": [1] * 7, "responses": [[1] * 3, [1] * 5, [1] * 1, [1] * 4]},
         {"prompt": [1] * 4, "responses": [[1] * 2, [1] * 6, [1] * 3, [1] * 2]},
     ]
-    tensors, _ = bench_attention.layouts(batch)[layout]
+    tensors = bench_attention.layouts(batch)[layout]
     rows, width = tensors["pair_ids"].shape
     q, k, v = (torch.randn(rows, 2, width, 8) for _ in range(3))
     plan = bench_attention.segments(tensors["pair_ids"], tensors["segment_ids"])
