@@ -1,8 +1,13 @@
-"""Issue 30's faults rerun by hand, as a user meets them: real `python -m rm ...` commands in subprocesses on tiny
-offline runs, in a temporary folder made and removed here. Each must end in one line (`error: ...`, or one warning
-where rm goes on), with nothing lost.
+"""Faults rerun by hand, as a user meets them: real `python -m rm ...` commands in subprocesses on tiny offline
+runs, in a temporary folder made and removed here. Each must end in one line (`error: ...`, or one warning where rm
+goes on), with nothing lost.
 
-    python scripts/fault_check.py            # every item (about two minutes on 2 CPU cores)
+Items 1-11 are methods below; items 12-15 live in scripts/faults/ (one module each, `check(c, expect)`):
+12 a prompt of thousands of turns under a memory cap (turns.py), 13 an overwrite beside the user's own files inside
+rm's folders (overwrite.py), 14 one prompt in two subsets never on both sides of the hold-out (holdout.py), 15 a run
+whose weights stay finite while its rewards do not (diverged.py).
+
+    python scripts/fault_check.py            # every item (a few minutes on 2 CPU cores)
     python scripts/fault_check.py 4 10       # some items
     python scripts/fault_check.py --keep     # keep the temporary folder to look at afterwards
 
@@ -407,12 +412,28 @@ def _quote(arg: str) -> str:
     return shlex.quote(str(arg))
 
 
+ROUND3 = {12: "turns", 13: "overwrite", 14: "holdout", 15: "diverged"}  # item -> module in scripts/faults/
+ITEMS = range(1, 16)
+
+
+def later_item(n: int, checks: Checks) -> Callable[[], str]:
+    """Item n of scripts/faults/, imported when it runs (a module there gets this script's Checks and `expect`)."""
+
+    def run() -> str:
+        import importlib
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        return importlib.import_module(f"faults.{ROUND3[n]}").check(checks, expect)
+
+    return run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("items", nargs="*", type=int, help="items to check (default: 1-11)")
+    parser.add_argument("items", nargs="*", type=int, help="items to check (default: 1-15)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
-    wanted = set(args.items or range(1, 12))
+    wanted = set(args.items or ITEMS)
     root = Path(tempfile.mkdtemp(prefix="rm-fault-check-"))
     checks, failed, began = Checks(root), 0, time.monotonic()
     plan: list[tuple[list[int], Callable]] = [
@@ -420,6 +441,7 @@ def main() -> int:
         ([6], checks.item6), ([7, 8], checks.items7_8), ([9], checks.item9), ([10], checks.item10),
         ([11], checks.item11),
     ]  # fmt: skip
+    plan += [([n], later_item(n, checks)) for n in ROUND3]
     if 10 in wanted:
         wanted.add(7)  # item 10's overflowing model is item 7's export
     try:
@@ -436,7 +458,7 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001 (a check that broke is a failed check, said in one line)
                 lines = [f"item {n}: FAILED — {type(e).__name__}: {e}" for n in items]
             for n, line in zip(items, lines, strict=True):
-                if n in set(args.items or range(1, 12)):
+                if n in set(args.items or ITEMS):
                     failed += "FAILED" in line
                     print(line, flush=True)
     finally:

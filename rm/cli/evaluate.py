@@ -5,6 +5,7 @@ also that leaderboard's own section scores and overall figure (rm/suites/suite_e
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from rm.cli.options import add_data_args, add_model_args, data_config, subset_list
@@ -107,13 +108,10 @@ def trained_split_version(model: str, default: int) -> int:
     key existed (it split by record), `default` for a model rm did not train."""
     from pathlib import Path
 
-    from rm.config.loader import read_yaml
+    from rm.config.loader import saved_split_version
 
     saved = next((p for p in (Path(model) / "rm_config.yaml", Path(model) / "config.yaml") if p.is_file()), None)
-    if saved is None:
-        return default
-    data = read_yaml(saved).get("data") or {}
-    return int(data.get("split_version", 1)) if isinstance(data, dict) else default
+    return default if saved is None else saved_split_version(saved)
 
 
 def suite_data(args: argparse.Namespace):
@@ -171,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(result))
         if args.suite:
             print(suite_table(result["suite"]))
+            for note in result["suite"]["notes"]:  # how the score differs from the leaderboard's: not to be missed
+                print(f"warning: {args.suite}: {note}", file=sys.stderr)
         print(f"report: {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'} (one page to browse)")
     return 0
 

@@ -11,6 +11,10 @@ from typing import Any
 
 from rm.config.head_config import mix_problems
 
+SPLIT_VERSIONS = (1, 2, 3)
+"""data.split_version, the hold-out's rules (rm/data/splits.py): 1 by record, 2 by prompt within each subset, 3 by
+prompt across every subset (the default). A saved run keeps its version, so it draws the same split again."""
+
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
@@ -135,8 +139,11 @@ def run_problems(cfg: Any) -> list[str]:
     problems += [f"{k}: must be >= 0, got {get_dotted(cfg, k):g}" for k in NONNEGATIVE if get_dotted(cfg, k) < 0]
     problems += [f"{k}: must be > 0, got {get_dotted(cfg, k):g}" for k in POSITIVE if not get_dotted(cfg, k) > 0]
     unknown = [name for name in trackers(cfg) if name not in TRACKERS]
-    if cfg.data.split_version not in (1, 2):
-        problems.append(f"data.split_version: {cfg.data.split_version} is not 1 (by record) or 2 (by prompt)")
+    if cfg.data.split_version not in SPLIT_VERSIONS:
+        problems.append(
+            f"data.split_version: {cfg.data.split_version} is not 1 (by record), 2 (by prompt in each subset) or 3 "
+            "(by prompt across subsets)"
+        )
     nu = cfg.loss.davidson_nu
     if nu != "learned" and (isinstance(nu, str) or nu < 0):
         problems.append(f"loss.davidson_nu: {nu!r} is not 'learned' or a number >= 0")

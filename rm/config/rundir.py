@@ -1,6 +1,7 @@
 """Where a run's files live: the one definition of the run directory's layout, for training, export, eval and sweeps.
 
 <output_dir>/rm_run.json              the run's manifest: written when training starts, it says rm owns the folder
+                                      and records each file the run writes, as it writes it (`record_written`)
 <output_dir>/config.yaml              the resolved run config (one-time commands left out, local paths absolute)
 <output_dir>/eval.json                the final held-out eval
 <output_dir>/train_log.jsonl          one row per log step, appended as the run goes
@@ -20,7 +21,8 @@ one place and looked for under its old name in another.
 
 A folder is a run's only once training has started in it (the manifest and config.yaml are written then,
 after the data and the model loaded): a run that fails before leaves no file behind, and a folder whose
-rm-named files rm did not write is never written over (rm/training/output_dir.py).
+rm-named files rm did not write is never written over (rm/training/output_dir.py). train.overwrite deletes a
+file only where the manifest's record or its checkpoint's marker proves rm wrote it (rm/training/ownership.py).
 """
 
 from __future__ import annotations
@@ -28,15 +30,21 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rm.config.atomic import write_text
 from rm.config.loader import save_config
 from rm.config.schema import RunConfig
-from rm.config.sealed import MARKER, listed_files, seal_problem
+from rm.config.sealed import MARKER, listed_files, record_of, seal_problem
 
 MANIFEST = "rm_run.json"
 """Says that rm owns the folder's run files; written when training starts."""
+MANIFEST_VERSION = 3
+"""rm_run.json's layout. 3: `files` maps each file the run wrote whole to [size, CRC-32] (`sealed.record_of`),
+`grown` names the files it keeps appending to (its logs, TensorBoard's events); 2 listed the start's files with
+sizes and the names written after the claim; 1 (or no manifest) only names."""
 CONFIG = "config.yaml"
 """The resolved run config, in a run directory and in each of its checkpoints."""
 EVAL = "eval.json"
@@ -160,6 +168,40 @@ class RunDir:
         more = (self.suites_log, self.tensorboard, self.data, self.tokenizer, self.data_report, self.skipped)
         more += (self.export_partial,)
         return self.run_files + more
+
+
+def read_manifest(root: str | Path) -> dict | None:
+    """The run directory's rm_run.json, or None where it has none (or one that is not a JSON object)."""
+    try:
+        manifest = json.loads((Path(root) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def record_written(root: str | Path, paths: Iterable[Path], grown: bool = False) -> None:
+    """Record in run directory `root`'s manifest the files rm has just written there, so that train.overwrite
+    can later tell them from a user's: each with its [size, CRC-32], or with `grown` by name alone (a file that
+    keeps growing: a log, TensorBoard's events). A folder stands for every file in it, and replaces what was
+    recorded under it (a new export). Nothing happens where `root` has no manifest of this layout: an export into
+    a folder of one's own, or a run directory not yet claimed."""
+    out = RunDir(root)
+    manifest = read_manifest(out.root)
+    if manifest is None or manifest.get("version") != MANIFEST_VERSION:
+        return
+    files, named = dict(manifest.get("files") or {}), set(manifest.get("grown") or [])
+    for path in map(Path, paths):
+        rel = path.relative_to(out.root).as_posix()
+        files = {name: r for name, r in files.items() if name != rel and not name.startswith(f"{rel}/")}
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.is_file():
+                name = f.relative_to(out.root).as_posix()
+                if grown:
+                    named.add(name)
+                else:
+                    files[name] = record_of(f)
+    manifest |= {"files": files, "grown": sorted(named)}
+    write_text(out.manifest, json.dumps(manifest, indent=1) + "\n")
 
 
 def absolute_paths(cfg: RunConfig) -> RunConfig:

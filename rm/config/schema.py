@@ -158,8 +158,8 @@ class DataConfig:
     """The score ordering a K-response group; empty: the format's (UltraFeedback overall_score, rows helpfulness)."""
     group_by_prompt: str | bool = "auto"
     """auto: rows of one prompt become a group, pairs stay pairs; true: pairs of one prompt merge too; false: none."""
-    split_version: int = 2
-    """Hold-out rule: 2 keeps every record of one prompt on one side; 1 splits by record (runs trained before)."""
+    split_version: int = 3
+    """Hold-out rule: 3 keeps a prompt on one side in every subset; 2 per subset, 1 by record (earlier runs' rules)."""
     num_proc: int = 0
     """Processes tokenizing the splits (0 or 1: this one; the fast tokenizer already uses every core for its part)."""
 

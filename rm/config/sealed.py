@@ -1,6 +1,9 @@
 """Folders that prove themselves: a marker written last lists every other file's size and CRC-32, so a reader can
 tell a whole folder from one cut short or damaged on disk. The tokenized-data cache's entries (rm/tokens/cache.py)
-and a run's checkpoints (rm/config/rundir.py) are both sealed this way, by these functions."""
+and a run's checkpoints (rm/config/rundir.py) are both sealed this way, by these functions.
+
+A run directory's manifest records the other files a run writes the same way (`record_of`), and train.overwrite
+checks a file against its record or its checkpoint's marker (`as_recorded`) before it deletes it."""
 
 from __future__ import annotations
 
@@ -9,6 +12,10 @@ import zlib
 from pathlib import Path
 
 MARKER = "complete.json"
+SMALL = 16 << 20
+"""Files up to 16 MiB (a model card, a config, a tokenizer.json) are checked by CRC-32 as well as size when
+train.overwrite asks whether rm wrote them (about 16 ms each at ~1 GB/s); larger ones (weights, optimizer state)
+by size alone, so that deciding what to delete never reads gigabytes."""
 
 
 def file_crc(path: Path) -> int:
@@ -45,3 +52,27 @@ def seal_problem(folder: Path, no_marker: str) -> str | None:
         if file_crc(file) != crc:
             return f"{name} does not match its checksum (damaged on disk or edited)"
     return None
+
+
+def record_of(path: Path) -> list[int | None]:
+    """[size, CRC-32] of a file rm has just written, the CRC-32 left out (None) above `SMALL`: what a run
+    directory's manifest keeps, to prove later that the file is still as rm wrote it."""
+    size = path.stat().st_size
+    return [size, file_crc(path) if size <= SMALL else None]
+
+
+def as_recorded(path: Path, record: int | list) -> bool:
+    """Whether file `path` is as `record` says rm wrote it: its size ([size, CRC-32], or a size alone as an rm
+    before CRCs recorded it), and its CRC-32 where there is one and the file is no larger than `SMALL`."""
+    if isinstance(record, int):
+        size, crc = record, None
+    elif isinstance(record, list) and 1 <= len(record) <= 2 and all(isinstance(n, int | None) for n in record):
+        size, crc = record[0], record[1] if len(record) == 2 else None
+    else:
+        return False  # a record no rm wrote: nothing proves the file
+    try:
+        if path.stat().st_size != size:
+            return False
+        return crc is None or size > SMALL or file_crc(path) == crc
+    except OSError:
+        return False

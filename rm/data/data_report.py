@@ -107,7 +107,25 @@ class DataReport:
         for topic in ("argilla", "rows", "grouped", "mixture", "subset_filter", "capped", "attributes"):
             if self.notes.get(topic):
                 lines.append(f"{topic}: {self.notes[topic]}")
-        return lines + self._shape()
+        return lines + self._shape() + self._overlap()
+
+    def _overlap(self) -> list[str]:
+        """Eval prompts the model also trains on (an explicit eval split that shares prompts with the training
+        split, or a hold-out drawn by split_version 1 or 2): their scores flatter the model. A warning, not a stop."""
+        seen = self.notes.get("overlap", {})
+        if not seen.get("eval_prompts_in_train"):
+            return []
+        version = self.notes.get("groups", {}).get("split_version")
+        rule = {1: "splits by record", 2: "draws each subset apart"}.get(version, "")
+        why = (
+            f"data.split_version {version} {rule}; 3 keeps a prompt on one side in every subset"
+            if version is not None
+            else "data.eval_split is scored as given, nothing moved"
+        )
+        return [
+            f"overlap: {seen['eval_prompts_in_train']} of {seen['eval_prompts']} eval prompts "
+            f"({seen['eval_groups_in_train']} eval examples) are training prompts too, and score higher for it ({why})"
+        ]
 
     def _shape(self) -> list[str]:
         """Prompts, groups and responses per split, where they are not simply one pair per prompt."""

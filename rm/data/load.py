@@ -33,7 +33,7 @@ from rm.data.formats.parse import COLUMNS_HINT, PAIR_FIELDS, apply_columns, dete
 from rm.data.formats.strength import soft_targets
 from rm.data.grouping import gather_groups
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
-from rm.data.splits import apply_mixture, holdout_split, shape_counts, subset_counts
+from rm.data.splits import apply_mixture, holdout_split, prompt_overlap, shape_counts, subset_counts
 from rm.errors import DataError, NotPreferenceData, RecordError
 
 __all__ = ["HH_SUBSETS", "DataError", "Example", "Group", "Pair", "eval_pairs", "load_data", "load_pairs"]
@@ -231,6 +231,8 @@ def load_data(
     report.notes["groups"] = {"train": shape_counts(train), "eval": shape_counts(held)}
     if not cfg.eval_split:
         report.notes["groups"]["split_version"] = cfg.split_version
+    # Counted, not moved: an explicit eval split is the user's to choose (a benchmark's test set stays whole).
+    report.notes["overlap"] = prompt_overlap(train, held)
     if head is not None and head.attributes:
         report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
     if loss is not None and loss.strength == "soft":

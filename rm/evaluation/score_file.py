@@ -40,7 +40,8 @@ from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
 from rm.tokens.store import same_ids
 from rm.tokens.tokenizer import special_prefix
-from rm.tokens.truncation import later_turns, truncate_group
+from rm.tokens.truncation import Truncated, prompt_room, truncate_group
+from rm.tokens.turn_search import fitting_turns, longest_token
 
 
 def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
@@ -73,9 +74,11 @@ def encode_texts(
     for i, t in enumerate(texts):
         groups.setdefault((t.prompt, t.turn_starts), []).append(i)
     seqs: dict[int, ScoreSeq] = {}
+    longest = longest_token(tokenizer)
     for (prompt, starts), members in groups.items():
         responses = [texts[i].response for i in members]
-        for i, seq in zip(members, _truncated(ids, prompt, starts, responses, max_length, prefix), strict=True):
+        fitted = _truncated(ids, prompt, starts, responses, max_length, prefix, longest)
+        for i, seq in zip(members, fitted, strict=True):
             if not len(seq):  # nothing to read a reward at (it would be a neighbour's token)
                 raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
             seq.group = texts[i].key == GROUP_KEY
@@ -90,16 +93,24 @@ def _truncated(
     responses: list[str],
     max_length: int,
     prefix: list[int],
+    longest: int | None,
 ) -> list[ScoreSeq]:
-    """One prompt's responses, fitted together; each on its own where one of them cannot fit even alone."""
+    """One prompt's responses, fitted together; each on its own where one of them cannot fit even alone. Only the
+    later turn the rule keeps is tokenized (`rm.tokens.turn_search`: not every later turn, which a prompt of
+    thousands of turns made quadratic)."""
     p, *rs = ids([prompt, *responses])
 
-    def shorter() -> list[list[int]]:
-        return ids(later_turns(prompt, turn_starts))
+    def fit(group: list[list[int]]) -> Truncated:
+        room = prompt_room(group, max_length, prefix)  # the search's room is the one truncate_group computes
 
-    fitted = [truncate_group(p, rs, max_length, prefix, shorter, keep_response_end=True)]
+        def shorter() -> list[list[int]]:
+            return fitting_turns(prompt, turn_starts, room, longest, ids)
+
+        return truncate_group(p, group, max_length, prefix, shorter, keep_response_end=True)
+
+    fitted = [fit(rs)]
     if fitted[0].dropped:  # only a group of several is dropped: a lone response keeps its end
-        fitted = [truncate_group(p, [r], max_length, prefix, shorter, keep_response_end=True) for r in rs]
+        fitted = [fit([r]) for r in rs]
     return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted for r in f.response_ids]
 
 

@@ -8,6 +8,7 @@ snippet and its example are rm/export/usage.py's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,11 +123,15 @@ def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
     ]
     rows = list(facts.eval_result["subsets"].items()) + [("**overall**", facts.eval_result["overall"])]
     for name, m in rows:
-        lines.append(
-            f"| {name} | {m['n']} | {m['accuracy']:.4f} | {m['mean_margin']:.4f} | "
-            f"{m['mean_chosen_reward']:.4f} | {m['mean_rejected_reward']:.4f} |"
-        )
+        keys = ("accuracy", "mean_margin", "mean_chosen_reward", "mean_rejected_reward")
+        lines.append(f"| {name} | {m['n']} | " + " | ".join(number(m.get(k)) for k in keys) + " |")
     return "\n".join(lines) + "\n"
+
+
+def number(value: float | None) -> str:
+    """A metric as the card shows it: 4 decimals, or "n/a" where eval.json has none (null: no pairs, or rewards
+    that were not finite)."""
+    return f"{value:.4f}" if isinstance(value, int | float) and math.isfinite(value) else "n/a"
 
 
 def normalization_section(facts: CardFacts) -> str:

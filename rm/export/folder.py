@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
 from rm.config.atomic import disk_full_explained, write_text
-from rm.config.rundir import EVAL, partial_folder, write_config
+from rm.config.rundir import EVAL, RunDir, partial_folder, record_written, write_config
 from rm.errors import ExportError, RMError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
@@ -243,6 +243,8 @@ def export_model(
             out.rename(aside)
         tmp.rename(out)
         shutil.rmtree(aside, ignore_errors=True)
+        if out == RunDir(out.parent).export:  # a run's export/: recorded in its manifest, for train.overwrite
+            record_written(out.parent, [out])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -10,12 +10,17 @@ a missing or unexpected key stops the export instead of leaving a randomly initi
 LoRA checkpoints carry peft's own `adapter_config.json` (`LoraConfig.save_pretrained`) in the
 checkpoint directory or the run directory; with it the model is wrapped the same way before loading,
 so that the LoRA and `modules_to_save` tensors find their places, and merged later by the export.
+
+Weights that are finite but score non-finite rewards (a diverged run: train.lr=1e30 leaves weights near 5e29) are
+never exported or served: training marks such a checkpoint in its trainer_state.json (`diverged_mark`), and a run's
+final weights whose eval.json holds non-finite mean rewards are refused the same way (`Source.refuse_diverged`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from safetensors import safe_open
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
+from rm.config.loader import saved_split_version
 from rm.config.rundir import CHECKPOINTS, CONFIG, MARKER, STATE, WEIGHTS, RunDir, checkpoint_problem, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.export.outputs import note_attribute_sigma
@@ -58,6 +64,8 @@ class Source:
     """Folder holding peft's adapter_config.json when the weights are a LoRA checkpoint."""
     total_steps: int | None = None
     """The steps the run was to take, from its checkpoint's trainer_state.json (None where not recorded)."""
+    diverged: str = ""
+    """Why these weights diverged (their rewards are not finite), or '' where nothing says they did."""
 
     @property
     def is_export(self) -> bool:
@@ -75,6 +83,11 @@ class Source:
         total = self.final_step or self.total_steps
         of = f"step {self.step} of {total}" if total else f"step {self.step}, the run's total not recorded"
         return of if self.final_step is not None else f"{of}: the run has not finished"
+
+    def refuse_diverged(self) -> None:
+        """Refuse weights whose rewards are not finite, in one line naming the newest good checkpoint."""
+        if self.diverged:
+            raise diverged_error(self.weights.parent, self.run_dir, self.step, self.diverged)
 
     def require_finished(self) -> None:
         """Refuse anything but a finished run's final weights (`rm export --require-finished`)."""
@@ -123,6 +136,8 @@ def resolve_source(path: str | Path) -> Source:
         raise ExportError(f"{path}: no {CONFIG} here or in {run_dir.root} (is this a run directory of `rm train`?)")
     try:
         cfg = load_config(config)
+        # An export's rm_config.yaml must name the hold-out the run drew (`rm eval --holdout` reads it there).
+        cfg = replace(cfg, data=replace(cfg.data, split_version=saved_split_version(config)))
     except ConfigError as e:
         raise ExportError(f"cannot rebuild the model: {e}") from None
     run_eval = json.loads(run_dir.eval_json.read_text()) if run_dir.eval_json.is_file() else None
@@ -148,7 +163,57 @@ def resolve_source(path: str | Path) -> Source:
     adapter = None
     if weights.parent.parent.name == CHECKPOINTS:  # the end-of-run export is already merged
         adapter = next((d for d in (weights.parent, run_dir.root) if (d / ADAPTER_CONFIG).is_file()), None)
-    return Source(run_dir.root, cfg, weights, step, final_step, run_eval, adapter, recorded_total(weights.parent))
+        diverged = diverged_mark(weights.parent)
+    else:  # the end-of-run export of an rm that exported diverged runs
+        diverged = "its eval.json's mean rewards are not finite" if rewards_not_finite(run_eval) else ""
+    total = recorded_total(weights.parent)
+    source = Source(run_dir.root, cfg, weights, step, final_step, run_eval, adapter, total, diverged)
+    source.refuse_diverged()
+    return source
+
+
+def diverged_error(weights: Path, run_dir: Path, step: int | None, why: str) -> ExportError:
+    good = newest_good(run_dir)
+    hint = f"use its newest good checkpoint, {good}" if good else "no checkpoint of the run holds good weights"
+    at = f" at step {step}" if step is not None else ""
+    return ExportError(f"{weights}: the run diverged{at}: {why}; {hint}")
+
+
+def refuse_diverged_export(run_dir: Path) -> None:
+    """Refuse a run directory's end-of-run export where its eval.json's rewards are not finite (an rm before the
+    divergence check exported such runs): for `rm serve RUN`, which loads the export as a transformers folder."""
+    try:
+        run_eval = json.loads(RunDir(run_dir).eval_json.read_text())
+    except (OSError, ValueError):
+        return
+    if rewards_not_finite(run_eval):
+        raise diverged_error(RunDir(run_dir).export, run_dir, None, "its eval.json's mean rewards are not finite")
+
+
+def diverged_mark(checkpoint: Path) -> str:
+    """Why training marked `checkpoint` diverged (trainer_state.json's `diverged`: its rewards on the eval set or
+    on a fixed probe batch were not finite), or '' (not marked, or a checkpoint of an rm before the mark)."""
+    try:
+        mark = json.loads((checkpoint / STATE).read_text()).get("diverged")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return mark if isinstance(mark, str) else ""
+
+
+def newest_good(run_dir: Path) -> Path | None:
+    """The run's newest checkpoint closed by its marker and not marked diverged, or None."""
+    good = [p for _, p in RunDir(run_dir).marked_checkpoints() if not diverged_mark(p)]
+    return good[-1] if good else None
+
+
+def rewards_not_finite(result: dict | None) -> bool:
+    """Whether an eval result (in memory, NaN; or read from eval.json, null) has pairs whose mean rewards are not
+    finite: some reward overflowed to inf or NaN, which no working reward model gives."""
+    overall = (result or {}).get("overall") or {}
+    if not overall.get("n"):
+        return False
+    means = [overall.get("mean_chosen_reward"), overall.get("mean_rejected_reward")]
+    return not all(isinstance(m, int | float) and math.isfinite(m) for m in means)
 
 
 def recorded_total(folder: Path) -> int | None:

@@ -7,6 +7,7 @@ The snippet is executed by a test (tests/export/test_card.py), so it cannot rot.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ def held_out_example(hf: Any, tokenizer: Any, groups: Sequence[Any], candidates:
             tokenizer(texts[0] + t, add_special_tokens=False)["input_ids"] == prompt_ids + [int(x) for x in ids]
             for t, ids in ((texts[1], g.chosen_ids), (texts[2], g.rejected_ids))
         )
-        if c > r and same:
+        if c > r and same and math.isfinite(c - r):  # inf over -inf is no example of a ranking
             return Example(*texts, (c, r))
     return None
 

@@ -13,6 +13,7 @@ from rm.data.formats.chat import Renderer
 from rm.errors import ConfigError, DataError
 from rm.suites import rewardbench, rewardbench2, rm_bench
 from rm.suites.records import Parser, SuiteItem, parse_items, read_records
+from rm.suites.subset_names import near_miss
 from rm.tokens.tokenizer import special_prefix
 
 
@@ -26,14 +27,27 @@ class Suite:
     parse: Parser
     block: Callable[..., dict]
     """(items, rewards) -> eval.json's `suite` numbers."""
+    notes: Callable[[list[SuiteItem]], list[str]]
+    """items -> how the data differs from the leaderboard's (the block's notes that rewards do not change): a
+    leaderboard subset missing, a subset scored apart. Known when the items are loaded, so said then."""
+    check: Callable[[list[SuiteItem], DataReport], list[SuiteItem]] | None = None
+    """(items, report) -> the items less those that conflict with others (RewardBench 2's repeated Ties ids)."""
 
 
 SUITES = {
-    "rewardbench": Suite("rewardbench", "allenai/reward-bench", "filtered", rewardbench.parse, rewardbench.suite_block),
-    "rewardbench2": Suite(
-        "rewardbench2", "allenai/reward-bench-2", "test", rewardbench2.parse, rewardbench2.suite_block
+    "rewardbench": Suite(
+        "rewardbench", "allenai/reward-bench", "filtered", rewardbench.parse, rewardbench.suite_block, rewardbench.notes
     ),
-    "rm-bench": Suite("rm-bench", "THU-KEG/RM-Bench", "train", rm_bench.parse, rm_bench.suite_block),
+    "rewardbench2": Suite(
+        "rewardbench2",
+        "allenai/reward-bench-2",
+        "test",
+        rewardbench2.parse,
+        rewardbench2.suite_block,
+        rewardbench2.notes,
+        check=rewardbench2.check,
+    ),
+    "rm-bench": Suite("rm-bench", "THU-KEG/RM-Bench", "train", rm_bench.parse, rm_bench.suite_block, rm_bench.notes),
 }
 PRIOR_SETS_HUB = "allenai/preference-test-sets"
 """RewardBench's prior preference sets: one split per subset, each prompt a list of messages."""
@@ -64,8 +78,12 @@ def load_items(
     of `subsets` only when given."""
     source = source or suite.hub
     items = parse_items(read_records(source, split or suite.split, report), suite.parse, renderer, report)
+    if suite.check:
+        items = suite.check(items, report)
     if subsets:
-        missing = sorted(set(subsets) - {i.subset for i in items})
+        present = sorted({i.subset for i in items})
+        missing = [f"{s!r}" + (f" (did you mean {m!r}?)" if (m := near_miss(s, present)) else "")
+                   for s in sorted(set(subsets) - set(present))]  # fmt: skip
         if missing:
             raise DataError(f"{source}: no records of subset(s) {', '.join(missing)}")
         items = [i for i in items if i.subset in subsets]

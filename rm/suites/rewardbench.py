@@ -4,7 +4,8 @@ the published per-subset example counts, and the overall score as their mean; th
 
 A record is `prompt`, `chosen`, `rejected` (strings; a prior set's prompt is a list of messages), `subset`,
 `id`, and the unused `chosen_model`/`rejected_model`. A pair counts as right when the chosen reward is strictly
-above the rejected one (a tie is wrong), as RewardBench 0.1.4's `rewardbench` CLI counts it.
+above the rejected one (a tie is wrong), as RewardBench 0.1.4's `rewardbench` CLI counts it. Only the 23 subsets
+spelled as the dataset spells them count (rm/suites/subset_names.py); any other is scored apart, in a note.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from rm.data.formats.chat import Renderer
 from rm.data.formats.pair import string_of
 from rm.suites.records import SuiteItem, suite_item
+from rm.suites.subset_names import unknown_names, unknown_note
 
 # The published weights, as facts from RewardBench 0.1.4 (rewardbench/constants.py: EXAMPLE_COUNTS and
 # SUBSET_MAPPING, which `calculate_scores_per_section` in rewardbench/utils.py combines): a section is the mean of
@@ -94,6 +96,18 @@ def section_of(subset: str) -> str | None:
     return next((name for name, counts in SECTIONS.items() if subset in counts), None)
 
 
+def notes(items: list[SuiteItem]) -> list[str]:
+    """What makes the score differ from the leaderboard's: subsets it has that the data lacks, and the data's
+    subsets it does not have (scored apart)."""
+    known = [s for counts in SECTIONS.values() for s in counts]
+    present = {i.subset for i in items}
+    out = []
+    if missing := [s for s in known if s not in present]:
+        out.append(f"{len(missing)} of RewardBench's 23 subsets are not in the data ({', '.join(missing)}): "
+                   "its sections are over the subsets present, not the leaderboard's")  # fmt: skip
+    return out + unknown_note("subset", "RewardBench", unknown_names(items, known), known)
+
+
 def suite_block(items: list[SuiteItem], rewards: list[np.ndarray], prior: list[SuiteItem] | None = None,
                 prior_rewards: list[np.ndarray] | None = None) -> dict:  # fmt: skip
     """eval.json's `suite` numbers: sections, score (their mean), per-subset accuracy and weight, prior sets."""
@@ -101,21 +115,14 @@ def suite_block(items: list[SuiteItem], rewards: list[np.ndarray], prior: list[S
     sections = section_scores({n: a for n, (a, _) in accuracy.items()})
     measured = [v for v in sections.values() if v is not None]
     subsets = {
-        n: {"accuracy": a, "n": k, "weight": SECTIONS[sec][n] if (sec := section_of(n)) else None, "section": sec}
+        n: {"accuracy": a, "n": k, "weight": SECTIONS[sec][n] if (sec := section_of(n)) else None, "section": sec,
+            "in_score": sec is not None}
         for n, (a, k) in accuracy.items()
-    }
-    notes = []
-    missing = [s for counts in SECTIONS.values() for s in counts if s not in accuracy]
-    if missing:
-        notes.append(f"{len(missing)} of RewardBench's 23 subsets are not in the data ({', '.join(missing)}): "
-                     "its sections are over the subsets present, not the leaderboard's")  # fmt: skip
-    unknown = [n for n, m in subsets.items() if m["section"] is None]
-    if unknown:
-        notes.append(f"subset(s) {', '.join(unknown)} are in no RewardBench section (not in the score)")
+    }  # fmt: skip
     prior_score = None
     if prior:
         prior_accuracy = subset_accuracy(prior, pair_results(prior, prior_rewards or []))
-        subsets |= {n: {"accuracy": a, "n": k, "weight": None, "section": "Prior Sets"}
+        subsets |= {n: {"accuracy": a, "n": k, "weight": None, "section": "Prior Sets", "in_score": False}
                     for n, (a, k) in prior_accuracy.items()}  # fmt: skip
         used = [prior_accuracy[n][0] for n in PRIOR_SETS if n in prior_accuracy]
         prior_score = float(np.mean(used)) if used else None
@@ -125,5 +132,5 @@ def suite_block(items: list[SuiteItem], rewards: list[np.ndarray], prior: list[S
         "score": float(np.mean(measured)) if measured else None,
         "prior_sets": prior_score,
         "subsets": subsets,
-        "notes": notes,
+        "notes": notes(items),
     }

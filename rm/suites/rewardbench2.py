@@ -19,6 +19,12 @@ over prompts with both forms: preferred = mean[tied.gap > tied.spread], preferre
 tied.gap) > tied.spread], margin = mean[tanh(min(ref.gap, tied.gap) / tied.spread - 1)] where the spread is
 positive; gap = worst correct - best incorrect, spread = best correct - worst correct (prompts whose tied form
 has one correct answer have no spread and are left out of those three means).
+
+Only the six subsets spelled as the dataset spells them count (rm/suites/subset_names.py); the Ties rule is
+exactly the `Ties` subset's (RewardBench's script tests `subset.lower() == "ties"`, but a `ties` subset is not
+the leaderboard's: it is scored apart by best-of-k, named in a note). Each Ties id names one prompt's form once:
+a second record with the same id (RewardBench's script would merge their responses by position) is refused
+as a bad record.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ import math
 
 import numpy as np
 
+from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.errors import DataError, RecordError
 from rm.suites.records import SuiteItem, responses_list, suite_item
+from rm.suites.subset_names import unknown_names, unknown_note
 
 SUBSETS = ("Factuality", "Precise IF", "Math", "Safety", "Focus", "Ties")
 TIES = "Ties"
@@ -41,7 +49,35 @@ def parse(record: dict, origin: str, renderer: Renderer) -> SuiteItem:
     if correct != len(chosen):
         message = f"field 'num_correct' is {correct!r} but 'chosen' holds {len(chosen)} responses"
         raise RecordError("num_correct", message, "num_correct")
-    return suite_item(record, origin, renderer, chosen, rejected, "subset")
+    item = suite_item(record, origin, renderer, chosen, rejected, "subset")
+    if item.subset == TIES and ties_key(item.id) is None:
+        raise RecordError("ties_id", f"field 'id' of a Ties record must be ref:N or tied:N, got {item.id!r}", "id")
+    return item
+
+
+def ties_key(rid: str) -> tuple[str, int] | None:
+    """("ref" or "tied", N) of a Ties id `ref:N` / `tied:N`, None for any other id."""
+    kind, _, number = rid.partition(":")
+    if kind not in ("ref", "tied") or not number.strip().lstrip("-").isdigit():
+        return None
+    return kind, int(number)
+
+
+def check(items: list[SuiteItem], report: DataReport) -> list[SuiteItem]:
+    """The items less each Ties record whose id repeats an earlier one's (`ref:3` twice, or `ref:3` and
+    `ref:03`), each rejected through `report`: stopping the load, or skipped and counted."""
+    first: dict[tuple[str, int], str] = {}
+    kept = []
+    for item in items:
+        key = ties_key(item.id) if item.subset == TIES else None
+        if key in first:
+            message = f"field 'id': Ties id {item.id!r} repeats that of {first[key]} (one record per ref:N and tied:N)"
+            report.reject(item.origin, RecordError("duplicate_id", message, "id"))
+            continue
+        if key is not None:
+            first[key] = item.origin
+        kept.append(item)
+    return kept
 
 
 def best_of_k(rewards: np.ndarray) -> float:
@@ -67,10 +103,12 @@ def ties_score(items: list[SuiteItem], rewards: list[np.ndarray]) -> float:
     """The Ties subset's score (module docstring) from its records' rewards."""
     stats: dict[str, dict[int, dict]] = {"ref": {}, "tied": {}}
     for item, r in zip(items, rewards, strict=True):
-        kind, _, number = item.id.partition(":")
-        if kind not in stats or not number.strip().lstrip("-").isdigit():
+        key = ties_key(item.id)
+        if key is None:
             raise DataError(f"{item.origin}: a Ties record's id must be ref:N or tied:N, got {item.id!r}")
-        stats[kind][int(number)] = prompt_stats(r, item.n_chosen)
+        if key[1] in stats[key[0]]:
+            raise DataError(f"{item.origin}: Ties id {item.id!r} appears twice")
+        stats[key[0]][key[1]] = prompt_stats(r, item.n_chosen)
     ref, tied = stats["ref"], stats["tied"]
     accuracy = {k: float(np.mean([s["accurate"] for s in v.values()])) if v else 0.0 for k, v in stats.items()}
     common = [p for p in ref if p in tied]
@@ -90,27 +128,43 @@ def mean(values: list[bool]) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
+def best_of_kind(items: list[SuiteItem]) -> str:
+    """`best-of-4`, or `best-of-2..4` where the records hold different numbers of responses."""
+    sizes = sorted({len(i.responses) for i in items})
+    return f"best-of-{sizes[0]}" if len(sizes) == 1 else f"best-of-{sizes[0]}..{sizes[-1]}"
+
+
+def notes(items: list[SuiteItem]) -> list[str]:
+    """What makes the score differ from the leaderboard's: subsets it has that the data lacks, and the data's
+    subsets it does not have (scored apart)."""
+    present = {i.subset for i in items}
+    out = []
+    if missing := [s for s in SUBSETS if s not in present]:
+        out.append(f"subset(s) {', '.join(missing)} of RewardBench 2 are not in the data: the score is the mean of "
+                   "the subsets present, not the leaderboard's")  # fmt: skip
+    return out + unknown_note("subset", "RewardBench 2", unknown_names(items, SUBSETS), SUBSETS)
+
+
 def suite_block(items: list[SuiteItem], rewards: list[np.ndarray]) -> dict:
-    """eval.json's `suite` numbers: each subset's score (best-of-4, or the Ties rule), the overall as their mean."""
+    """eval.json's `suite` numbers: each leaderboard subset's score (best-of-4, or the Ties rule) in `sections`,
+    the overall as their mean; every subset's in `subsets`, those the leaderboard lacks with `in_score` false."""
     names = sorted({i.subset for i in items}, key=lambda n: (SUBSETS.index(n) if n in SUBSETS else len(SUBSETS), n))
     subsets, sections = {}, {}
     for name in names:
         mine = [(i, r) for i, r in zip(items, rewards, strict=True) if i.subset == name]
-        if name.lower() == TIES.lower():
+        if name == TIES:
             score, kind = ties_score([i for i, _ in mine], [r for _, r in mine]), "ties"
         else:
-            score, kind = float(np.mean([best_of_k(r) for _, r in mine])), f"best-of-{len(mine[0][0].responses)}"
-        sections[name] = None if math.isnan(score) else score
-        subsets[name] = {"score": sections[name], "n": len(mine), "kind": kind}
+            score, kind = float(np.mean([best_of_k(r) for _, r in mine])), best_of_kind([i for i, _ in mine])
+        value = None if math.isnan(score) else score
+        if name in SUBSETS:
+            sections[name] = value
+        subsets[name] = {"score": value, "n": len(mine), "kind": kind, "in_score": name in SUBSETS}
     measured = [v for v in sections.values() if v is not None]
-    notes = []
-    if missing := [s for s in SUBSETS if s not in sections]:
-        notes.append(f"subset(s) {', '.join(missing)} of RewardBench 2 are not in the data: the score is the mean of "
-                     "the subsets present, not the leaderboard's")  # fmt: skip
     return {
         "name": "rewardbench2",
         "sections": sections,
         "score": float(np.mean(measured)) if measured else None,
         "subsets": subsets,
-        "notes": notes,
+        "notes": notes(items),
     }

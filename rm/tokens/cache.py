@@ -31,9 +31,10 @@ from rm.config.sealed import MARKER, listed_files, seal_problem
 
 log = logging.getLogger("rm")
 
-VERSION = 3
-"""Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups,
-issue 24; 3: K-response groups' scores, explicit pairs and prompt ids, issue 25)."""
+VERSION = 4
+"""Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups;
+3: K-response groups' scores, explicit pairs and prompt ids; 4: the data report's count of eval prompts also
+trained on, which an entry's stored report would lack)."""
 STALE_TMP_S = 3600
 """A temporary folder older than this belongs to a process that died: removed by the next build."""
 NOT_RESULT_FIELDS = ("cache", "cache_dir", "num_proc", "synthetic")

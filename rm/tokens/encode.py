@@ -29,7 +29,8 @@ from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
 from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
-from rm.tokens.truncation import later_turns, needs_later_turns, prompt_room, truncate_group
+from rm.tokens.truncation import needs_later_turns, prompt_room, truncate_group
+from rm.tokens.turn_search import TurnSearch, longest_token, search
 
 log = logging.getLogger("rm")
 
@@ -87,26 +88,19 @@ def texts_of(items: list[Example]) -> tuple[list[str], list[int]]:
 
 def later_turn_ids(
     chunk: list[Example], encoded: list[list[int]], starts: list[int], many: Callable[[list[str]], list],
-    max_length: int, prefix: list[int],
+    max_length: int, prefix: list[int], longest: int | None,
 ) -> dict[int, list[list[int]]]:  # fmt: skip
-    """The later turns' ids of every prompt in `chunk` that must lose turns, by position: batched over the
-    prompts rather than one call per prompt (718 of 20,000 real HH prompts at max_length 512, issue 24), and
-    longest first, a round a turn, each prompt's list ending at the first that fits: `truncate_group` reads no
-    further, and the shorter turns left untokenized were 27% of the later turns' text on real HH."""
-    room = {}
+    """What `truncate_group` reads of the later turns of every prompt in `chunk` that must lose turns, by position:
+    the ids of the one the rule keeps (`rm.tokens.turn_search`), the prompts' probes batched, one tokenizer call a
+    round rather than one per prompt (718 of 20,000 real HH prompts at max_length 512)."""
+    searches = {}
     for k in range(len(chunk)):
         kept = kept_responses(encoded, starts, k, max_length, prefix)
         if needs_later_turns(encoded[starts[k]], kept, max_length, prefix):
-            room[k] = prompt_room(kept, max_length, prefix)
-    turns = {k: later_turns(chunk[k].prompt, chunk[k].turn_starts) for k in room}
-    found: dict[int, list[list[int]]] = {k: [] for k in room}
-    waiting = [k for k in room if turns[k]]
-    while waiting:
-        level = [turns[k][len(found[k])] for k in waiting]
-        for k, ids in zip(waiting, many(level), strict=True):
-            found[k].append(ids)
-        waiting = [k for k in waiting if len(found[k][-1]) > room[k] and len(found[k]) < len(turns[k])]
-    return found
+            room = prompt_room(kept, max_length, prefix)
+            searches[k] = TurnSearch(chunk[k].prompt, chunk[k].turn_starts, room, longest)
+    search(list(searches.values()), many)
+    return {k: s.result or [] for k, s in searches.items()}
 
 
 def kept_responses(encoded: list[list[int]], starts: list[int], k: int, max_length: int, prefix: list[int]) -> list:
@@ -177,6 +171,7 @@ def encode_kept(
     scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
     targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # loss.strength=soft: every item
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
+    longest = longest_token(tokenizer)
 
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
     interval = 0.1 if sys.stderr.isatty() else 10.0
@@ -186,7 +181,7 @@ def encode_kept(
     for n, encoded in enumerate(ids_ahead(many, texts)):  # the next chunk tokenizing meanwhile
         start, starts = n * CHUNK, chunks[n][1]
         chunk = pairs[start : start + CHUNK]
-        shorter = later_turn_ids(chunk, encoded, starts, many, max_length, prefix)
+        shorter = later_turn_ids(chunk, encoded, starts, many, max_length, prefix, longest)
         fitted = []  # this chunk's groups as lists, gone once they are an Arrow record batch
         for k, item in enumerate(chunk):
             prompt, responses = encoded[starts[k]], encoded[starts[k] + 1 : starts[k + 1]]

@@ -10,27 +10,34 @@ loaded at most once, by whichever step misses first. Entries: rm/tokens/entry.py
 
 Under several processes `first` is the accelerator's `main_process_first`: the main process builds the
 entries, the others then find them (or, with `data.cache=false`, load and encode as before).
+
+`data.num_proc` encodes over several forked processes, each on a contiguous share of both splits (the same
+groups, indices and report as one process). On 2 cores it does not pay: the fast tokenizer's batch call already
+runs on both, and 2 processes took 12.9 and 9.0 s where one took 10.3 and 8.2 s for 20,000 HH pairs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 from transformers import PreTrainedTokenizerBase
 
 from rm.config import RunConfig
 from rm.config.rundir import RunDir
+from rm.data.data_report import DataReport
 from rm.data.load import LoadedData, load_data, subset_counts
 from rm.tokens import cache
 from rm.tokens.bpe import cached_bpe, store_bpe, train_run_bpe
-from rm.tokens.encode import Encoding, encode_splits, hand_back_memory, release_texts
+from rm.tokens.encode import EncodeReport, Encoding, encode_splits, hand_back_memory, release_texts
 from rm.tokens.entry import Prepared, read_entry, read_splits, write_entry
-from rm.tokens.parallel import encode_in_processes
+from rm.tokens.store import EncodedSplit, split_to_table
 
 log = logging.getLogger("rm")
 
@@ -142,3 +149,29 @@ def store(data: Prepared, root: Path, name: str, here: str | None) -> None:
 def generated_dir(cfg: RunConfig) -> str | None:
     """Where the synthetic source is written, as its origins spell it in JSON (None: another source)."""
     return json.dumps(str(RunDir(Path(cfg.output_dir)).data))[1:-1] if cfg.data.source == "synthetic" else None
+
+
+def _encode_share(job: tuple) -> tuple[pa.Table, pa.Table, EncodeReport, EncodeReport]:
+    train, held, tokenizer, max_length, subsets = job
+    done = encode_splits(LoadedData(train, held, DataReport()), tokenizer, max_length, subsets)
+    return split_to_table(done.train), split_to_table(done.eval), done.reports["train"], done.reports["eval"]
+
+
+def _renumbered(tables: list[pa.Table]) -> EncodedSplit:
+    """The shares' tables as one split, each group's `index` its position in the whole."""
+    table = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])  # an empty share: no attributes
+    index = pa.array(range(table.num_rows), pa.int64())
+    return EncodedSplit(table.set_column(table.schema.get_field_index("index"), "index", index))
+
+
+def encode_in_processes(
+    loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], n: int
+) -> Encoding:
+    def share(pairs: list, i: int) -> list:
+        return pairs[len(pairs) * i // n : len(pairs) * (i + 1) // n]
+
+    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets) for i in range(n)]
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        shares = pool.map(_encode_share, jobs)
+    reports = {split: EncodeReport.merged([s[2 + k] for s in shares]) for k, split in enumerate(("train", "eval"))}
+    return Encoding(_renumbered([s[0] for s in shares]), _renumbered([s[1] for s in shares]), max_length, reports)

@@ -6,7 +6,9 @@ e.g. Llama's BOS). Every response of a group must fit beside the prompt, so the 
 
 1. The prompt fits: nothing changes.
 2. It does not: it loses whole leading turns, oldest first (the final question stays), re-tokenized from
-   the text that starts at each later user turn; the first shorter prompt that fits is kept.
+   the text that starts at each later user turn; the first shorter prompt that fits is kept. Which one that is
+   `rm.tokens.turn_search` finds by tokenizing a few of them, not each: a prompt of thousands of turns would
+   cost quadratic time and memory.
 3. Even its last turn alone is too long: that turn keeps its newest tokens.
 4. A response cannot fit even with an empty prompt, or leaves no token for a prompt that has some: training
    and eval drop the group (it is listed), since a reward read without the prompt scores the answer alone
@@ -20,7 +22,7 @@ itself gets the same ids unless the prompt is longer than `max_length` (the mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rm.data.formats.hh import HUMAN
@@ -52,18 +54,32 @@ class Truncated:
         return self.prompt_truncated or self.response_truncated
 
 
-def later_turns(prompt: str, turn_starts: tuple[int, ...] | None = None) -> list[str]:
-    """Shorter and shorter prompts, each starting at a later user turn (the last one ends the list).
+def turn_starts(prompt: str, given: Sequence[int] | None = None, lowest: int = 1) -> list[int]:
+    """Where the later user turns of `prompt` start, at `lowest` or after, ascending: where the pair says
+    (chat-template text), else at each "\\n\\nHuman:" tag (HH text), found from the end (str.rfind, so a prompt
+    of 100,000 turns costs only the tail that could fit)."""
+    if given is not None:
+        return [i for i in given if max(lowest, 1) <= i < len(prompt)]
+    starts, end = [], len(prompt)
+    while (i := prompt.rfind(HUMAN, max(lowest, 1), end)) >= 0:
+        starts.append(i)
+        end = i + len(HUMAN) - 1  # the tag cannot overlap itself: the next one starts before i
+    return starts[::-1]
 
-    Turns start where the pair says (chat-template text), else at each "\\n\\nHuman:" tag (HH text).
-    """
-    if turn_starts is None:  # str.find, not startswith at every index: 0.35 s per 20,000 HH pairs (issue 24)
-        starts, i = [], prompt.find(HUMAN, 1)
-        while i >= 0:
-            starts.append(i)
-            i = prompt.find(HUMAN, i + 1)
-        turn_starts = tuple(starts)
-    return [prompt[i:] for i in turn_starts if 0 < i < len(prompt)]
+
+def last_turn_start(prompt: str, given: Sequence[int] | None = None) -> int | None:
+    """Where the last later user turn starts (None: the prompt has one turn)."""
+    if given is None:
+        i = prompt.rfind(HUMAN, 1)
+        return i if i >= 0 else None
+    return next((i for i in reversed(given) if 0 < i < len(prompt)), None)
+
+
+def later_turns(prompt: str, given: Sequence[int] | None = None) -> Iterator[str]:
+    """Rule 2's candidates in its order: the prompt from each later user turn, longest first, one at a time
+    (all of them at once are quadratic in the turns). The rule reads them through `rm.tokens.turn_search`,
+    which finds the same one without tokenizing each."""
+    return (prompt[i:] for i in turn_starts(prompt, given))
 
 
 def prompt_room(response_ids: list[Ids], max_length: int, prefix: Ids) -> int:
@@ -84,8 +100,9 @@ def truncate_group(
     shorter_prompts: Callable[[], list[Ids]],
     keep_response_end: bool = False,
 ) -> Truncated:
-    """The rule above for one prompt and its responses; `shorter_prompts()` tokenizes `later_turns` of the
-    prompt (called only when the prompt does not fit: most never need it)."""
+    """The rule above for one prompt and its responses; `shorter_prompts()` gives ids of `later_turns` of the
+    prompt, longest first, at least up to the first that fits (`rm.tokens.turn_search` gives just that one, or the
+    last turn where none fits); it is called only when the prompt does not fit: most never need it."""
     room = prompt_room(response_ids, max_length, prefix)
     if room < 0 or (room == 0 and len(prompt_ids) and not keep_response_end):  # no token of the prompt would stay
         if not keep_response_end or len(response_ids) != 1:

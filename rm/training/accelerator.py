@@ -1,7 +1,10 @@
-"""Where a run runs: the accelerator for this process, its precision, and the full weights at the end.
+"""Where a run runs and logs: the accelerator for this process, its precision, its trackers, and the full weights
+at the end.
 
 The run config says what a run does; the launcher (`accelerate launch --config_file
-configs/accelerate/*.yaml`) says where: how many processes, DDP, FSDP or DeepSpeed ZeRO-3.
+configs/accelerate/*.yaml`) says where: how many processes, DDP, FSDP or DeepSpeed ZeRO-3. The trackers of
+`train.report_to` are checked to be installed and write under <output_dir>/rm (`rm.config.rundir.TRACKING`);
+TensorBoard is the default.
 """
 
 from __future__ import annotations
@@ -9,18 +12,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, parse_flag_from_env
 
-from rm.config import RunConfig
-from rm.errors import TrainingError
+from rm.config import RunConfig, to_dict
+from rm.config.checks import trackers
+from rm.config.rundir import TRACKING, RunDir, record_written
+from rm.errors import ConfigError, TrainingError
 from rm.export.outputs import note_attribute_sigma
 from rm.model.group_loss import learned_nu
 from rm.model.reward import transformers_model
-from rm.training.trackers import check_trackers
 
 
 def mixed_precision(requested: str) -> str | None:
@@ -102,3 +107,45 @@ def with_tie_nu(model: torch.nn.Module):
         transformers_model(model.hf).config.rm_davidson_nu = float(learned_nu(model.tie_nu.detach().float()))
     note_attribute_sigma(model.hf, getattr(model, "attribute_log_scale", None))  # gaussian attribute loss's sigmas
     return model.hf
+
+
+def check_trackers(cfg: RunConfig) -> list[str]:
+    """train.report_to as a list, each tracker installed: accelerate only warns and logs nowhere otherwise."""
+    from accelerate.tracking import get_available_trackers
+
+    wanted = trackers(cfg)
+    available = {str(t) for t in get_available_trackers()} | {"all"}
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise ConfigError(
+            f"train.report_to: {', '.join(missing)} is not installed (pip install {' '.join(missing)}), "
+            f"so the run would log nowhere: install it, or set train.report_to=[tensorboard] or []"
+        )
+    return wanted
+
+
+def flat(d: dict, prefix: str = "") -> dict:
+    """Trackers want flat scalars: {"train": {"lr": 1}} -> {"train.lr": 1}; lists become strings."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= flat(v, f"{prefix}{k}.")
+        else:
+            out[prefix + k] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    return out
+
+
+def start_trackers(accelerator: Accelerator, cfg: RunConfig) -> None:
+    """Start the run's trackers with its config, and record the files they made under <output_dir>/rm by name in
+    the run's manifest (TensorBoard makes all of its own there now: an event file, and a `<time>/` folder with
+    the hyperparameters' events and hparams.yml): they keep growing, so no size could prove them later, and a
+    user's own runs beside them in rm/ are not the run's, which train.overwrite must tell apart."""
+    folder = RunDir(cfg.output_dir).tensorboard
+    before = set(_files(folder))
+    accelerator.init_trackers(TRACKING, config=flat(to_dict(cfg)))
+    if accelerator.is_main_process:
+        record_written(cfg.output_dir, [f for f in _files(folder) if f not in before], grown=True)
+
+
+def _files(folder: Path) -> list[Path]:
+    return [f for f in folder.rglob("*") if f.is_file()] if folder.is_dir() else []

@@ -12,7 +12,9 @@ and renames the folder to `step-N`. A `step-N` saved again (a run resumed from a
 renamed aside first and deleted after, never emptied file by file, so a kill at any instant leaves one whole
 checkpoint of that step. Only a checkpoint whose marker's sizes and checksums hold is resumed: `resume=auto`
 skips a damaged one, saying which and why, for the newest that verifies (issue 30). Weights that are not
-finite are never saved: a diverging run keeps its last finite checkpoint, which pruning cannot reach.
+finite are never saved: a diverging run keeps its last finite checkpoint, which pruning cannot reach. Finite weights
+whose rewards are not finite are saved marked diverged (rm/training/faults.py): pruning keeps the newest good
+checkpoint beside them, and resume=auto passes over them as over a damaged one.
 
 Batches come from one plan per (seed, epoch) dealt to the processes (rm/collate/shard.py), so the data
 position is just (epoch, micro-batches each process has done): a resumed run starts its share of the plan
@@ -34,7 +36,7 @@ from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, to_dict
 from rm.config.atomic import write_text
-from rm.config.loader import read_yaml
+from rm.config.loader import saved_split_version
 from rm.config.rundir import (
     CONFIG,
     MARKER,
@@ -46,6 +48,7 @@ from rm.config.rundir import (
     write_config,
 )
 from rm.errors import ConfigError, TrainingError
+from rm.export.restore import diverged_mark, newest_good
 from rm.model.lora import is_lora, save_adapter_config
 from rm.training.checkpoint_folder import move_in, seal, space_kept
 from rm.training.faults import finite_weights
@@ -84,6 +87,8 @@ class TrainState:
     """Sums over all processes' pairs since the last log line: loss, pairs ranked right, pairs."""
     history: list[dict] = field(default_factory=list)
     """The train_log.jsonl rows so far."""
+    diverged: str = ""
+    """Why this checkpoint's weights diverged (non-finite rewards on the eval set or the probe batch), or ''."""
 
 
 def resume_point(cfg: RunConfig) -> Path | None:
@@ -114,14 +119,14 @@ def newest_verified(run_dir: RunDir, existing: list[tuple[int, Path]]) -> Path |
     """The newest checkpoint whose files are as its marker says; each one passed over is one warning line."""
     skipped = []
     for _, path in reversed(existing):
-        why = checkpoint_problem(path)
+        why = checkpoint_problem(path) or (f"diverged: {mark}" if (mark := diverged_mark(path)) else None)
         if why is None:
             return path
         log.warning("resume: skipping %s: %s", path, why)
         skipped.append(f"{path.name} ({why})")
     if skipped:
         raise ConfigError(
-            f"{run_dir.root}: no checkpoint verifies: {'; '.join(skipped)}. Name one to resume unverified with "
+            f"{run_dir.root}: no checkpoint to resume: {'; '.join(skipped)}. Name one to resume as it is with "
             "train.resume=PATH, or start again with train.overwrite=true"
         )
     return None
@@ -159,6 +164,11 @@ def save(accelerator: Accelerator, cfg: RunConfig, state: TrainState, model: tor
         move_in(partial, final)
         prune(run_dir.root, cfg.train.save_total_limit)
         log.info("checkpoint: %s", final)
+        if state.diverged:
+            good = newest_good(run_dir.root)
+            kept = f"the newest good one is {good.name}" if good else "none is good"
+            log.warning("step %d: %s: %s is marked diverged (rm export and rm serve refuse it); %s", state.step,
+                        state.diverged, final.name, kept)  # fmt: skip
     accelerator.wait_for_everyone()
     return final
 
@@ -169,13 +179,15 @@ def plan_settings(cfg: RunConfig) -> dict:
 
 def prune(run_dir: Path, keep: int) -> None:
     """Remove all but the newest `keep` checkpoints closed by their marker (0 keeps all) and leftover partial
-    folders. A folder without a marker is not counted and not removed: rm cannot tell it is one of its saves."""
+    folders; the newest good one stays whatever diverged ones came after it. A folder without a marker is not counted
+    and not removed: rm cannot tell it is one of its saves."""
     folder = RunDir(run_dir)
     for partial in folder.checkpoints.glob(f"{PARTIAL}*"):
         shutil.rmtree(partial, ignore_errors=True)
-    complete = folder.marked_checkpoints()
+    complete, good = folder.marked_checkpoints(), newest_good(run_dir)
     for _, path in complete[: max(0, len(complete) - keep)] if keep > 0 else []:
-        shutil.rmtree(path)
+        if path != good:
+            shutil.rmtree(path)
 
 
 def load(accelerator: Accelerator, path: Path, cfg: RunConfig, scheduler) -> TrainState:
@@ -231,15 +243,16 @@ def checked_resume(cfg: RunConfig, path: Path | None, processes: int) -> RunConf
 
 
 def with_its_split(cfg: RunConfig, path: Path | None) -> RunConfig:
-    """The config to resume checkpoint `path` with: a run saved before `data.split_version` existed held out by
-    record (version 1), and resuming it must keep that held-out set rather than draw the new default's."""
+    """The config to resume checkpoint `path` with: its saved `data.split_version` (1, by record, where a run saved
+    before the key existed has none), so that resuming keeps the held-out set it trained beside rather than draw
+    the current default's (which would train on prompts it held out so far)."""
     if path is None or not (path / CONFIG).is_file():
         return cfg
-    saved = read_yaml(path / CONFIG).get("data") or {}
-    if "split_version" in saved or cfg.data.split_version == 1:
+    version = saved_split_version(path / CONFIG)
+    if version == cfg.data.split_version:
         return cfg
-    log.info("resuming a run that held out by record: data.split_version=1, as it was trained")
-    return replace(cfg, data=replace(cfg.data, split_version=1))
+    log.info("resuming with the checkpoint's hold-out rule: data.split_version=%s, as it was trained", version)
+    return replace(cfg, data=replace(cfg.data, split_version=version))
 
 
 def _changed_keys(a: dict, b: dict, ignore: set[str], prefix: str = "") -> list[str]:

@@ -46,6 +46,27 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
+TORCH_WRITER_FAILURES = ("PytorchStreamWriter failed", "unexpected pos", "iostream error")
+"""What torch.save's zip writer raises (a RuntimeError, no errno) when a write comes up short: on a 400-600 KiB
+tmpfs filling during a checkpoint, `optimizer.bin` failed with "unexpected pos 41792 vs 41680" at 4 of 10 sizes."""
+
+FULL_BELOW = 2**20
+"""Free bytes under which a short write is put down to a full disk: a write that fails for lack of space has filled
+the file system to within a block (a few KiB); a writer error with more free than this is some other fault."""
+
+
+def torch_writer_failed(error: BaseException) -> bool:
+    return isinstance(error, RuntimeError) and any(words in str(error) for words in TORCH_WRITER_FAILURES)
+
+
+def disk_is_full(path: Path) -> bool:
+    """Whether the file system holding `path` has (almost) no space left for this user."""
+    try:
+        return shutil.disk_usage(path).free < FULL_BELOW
+    except OSError:
+        return False
+
+
 class space_kept:  # noqa: N801 (used as a `with` block, as contextlib's are)
     """A checkpoint that cannot be written for lack of space: its partial folder removed (the space back, the
     last whole checkpoint untouched) and one line naming the path and the free space (`DiskFull`)."""
@@ -60,7 +81,8 @@ class space_kept:  # noqa: N801 (used as a `with` block, as contextlib's are)
         if error is None or not isinstance(error, OSError | RuntimeError):
             return False
         full = isinstance(error, DiskFull) or getattr(error, "errno", None) == errno.ENOSPC
-        full = full or "No space left" in str(error)  # torch.save and safetensors say it inside their own errors
+        full = full or "No space left" in str(error)  # safetensors says it inside its own errors
+        full = full or (torch_writer_failed(error) and disk_is_full(self.partial))  # before the space comes back
         if self.is_main:
             shutil.rmtree(self.partial, ignore_errors=True)
         if full:

@@ -8,6 +8,12 @@
 - A step whose loss is non-finite on any process is skipped (no update, the data moves on) and counted;
   `train.max_nonfinite` in a row stop the run with the step and the likely cause. Non-finite weights are never
   checkpointed (`finite_weights`).
+- Finite weights whose rewards are not (train.lr=1e30 leaves weights near 5e29, whose rewards overflow) diverged:
+  each checkpoint is probed as it is saved (`diverged`: the eval of that step where one ran, else the eval set's
+  first micro-batch on every process, a forward small beside writing the checkpoint) and marked in its
+  trainer_state.json; such a checkpoint is never resumed by resume=auto, never pruned in favour of the newest good
+  one, and refused by `rm export` and `rm serve`. A final eval with non-finite rewards ends the run with exit 1,
+  no eval.json and no export (`diverged_error`).
 - An out-of-memory error is re-raised naming the settings that lower memory, with their current values.
 - A model or tokenizer that cannot be loaded is one line naming the config key (`loading`).
 - Processes that planned different batches fail at once, naming the difference, instead of waiting on each
@@ -25,12 +31,16 @@ from contextlib import contextmanager
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import send_to_device
+from torch.utils.data import DataLoader
 
 from rm.collate.planner import PairBatches
 from rm.collate.shard import RankBatches
 from rm.config import RunConfig
 from rm.errors import ModelError, TrainingError
+from rm.export.restore import newest_good, rewards_not_finite
 from rm.model.pretrained import why_not_loaded
+from rm.model.reward import group_outputs
 
 log = logging.getLogger("rm")
 
@@ -136,6 +146,47 @@ def finite_weights(accelerator: Accelerator, model: torch.nn.Module) -> bool:
     flags = [torch.isfinite(t).all() for t in shards if t.numel()]
     bad = (~torch.stack(flags)).sum() if flags else torch.zeros(())
     return accelerator.reduce(bad.to(accelerator.device, torch.float32), "sum").item() == 0
+
+
+@torch.no_grad()
+def probe(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> str:
+    """Why the model's outputs on every process's first eval micro-batch (the same pairs at every save) show that
+    it diverged, or '' where all are finite; the same answer on every process."""
+    # iter(DataLoader) draws a worker seed from the global RNG: drawn on a fork, the RNG a resumed run restores
+    # from this checkpoint is the one the uninterrupted run goes on with.
+    with torch.random.fork_rng(devices=[]):
+        batch = next(iter(loader))
+    was_training = model.training
+    model.eval()
+    try:
+        out = group_outputs(model, send_to_device(batch, accelerator.device))  # [responses] or [responses, 1 + A]
+    finally:
+        model.train(was_training)
+    counts = torch.stack([(~torch.isfinite(out)).sum(), torch.tensor(out.numel(), device=out.device)]).float()
+    bad, n = (int(c) for c in accelerator.reduce(counts, "sum").tolist())
+    return f"{bad} of {n} outputs on a fixed probe batch (the first eval batch) are not finite" if bad else ""
+
+
+def diverged(run, periodic: dict | None) -> str:
+    """Why the weights of `run` (a rm.training.loop.Run) diverged at this step, or '': the eval of this step where
+    one ran, else the probe batch."""
+    if periodic is not None and rewards_not_finite(periodic):
+        return "its mean rewards on the eval set are not finite"
+    return probe(run.model, run.eval_loader, run.accelerator)
+
+
+def diverged_error(run) -> TrainingError:
+    """The end of a run whose final eval scored non-finite rewards: nothing of it is exported or called finished."""
+    state, cfg = run.state, run.cfg
+    good = newest_good(cfg.output_dir)
+    kept = f"the newest good checkpoint is {good}" if good else "no checkpoint of it holds good weights"
+    first = state.step - state.nonfinite_streak + 1 if state.nonfinite_streak else state.step
+    lr = next((r["lr"] for r in state.history if r["step"] >= first), run.scheduler.get_last_lr()[0])
+    return TrainingError(
+        f"the run diverged: its rewards on the eval set are not finite after step {state.step} "
+        f"({state.nonfinite_skipped} optimizer steps skipped for a non-finite loss); no eval.json and no export "
+        f"written, {kept}. Likely cause: {likely_cause(cfg, first, lr, run.model)}"
+    )
 
 
 def local_shard(t: torch.Tensor) -> torch.Tensor:

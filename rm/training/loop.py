@@ -40,7 +40,7 @@ from rm.model.objective import training_loss
 from rm.model.reward import group_outputs
 from rm.training import checkpoint
 from rm.training.checkpoint import TrainState
-from rm.training.faults import Preemption, explain_oom, skip_nonfinite
+from rm.training.faults import Preemption, diverged, explain_oom, skip_nonfinite
 
 log = logging.getLogger("rm")
 
@@ -227,7 +227,7 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
         accelerator.log({f"train/{k}": v for k, v in row.items() if k != "step" and v is not None}, step=state.step)
         bar.set_postfix(loss=_shown(row["loss"], 4), acc=_shown(row["train_accuracy"], 3))
         meter.sums.zero_()
-    evaluating = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0
+    evaluating, periodic = cfg.train.eval_steps and state.step % cfg.train.eval_steps == 0, None
     if evaluating and state.step < run.max_steps and not stop:
         with explain_oom(cfg, "evaluation"):
             periodic = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
@@ -239,6 +239,7 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
     if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
         state.pending = accelerator.reduce(meter.sums, "sum").tolist()
         state.scheduler = run.scheduler.state_dict()
+        state.diverged = diverged(run, periodic)  # finite weights whose rewards are not: marked, never exported
         checkpoint.save(accelerator, cfg, state, run.model)
 
 

@@ -5,12 +5,12 @@ writes the manifest (`rm_run.json`) and config.yaml then. Until that moment `unc
 start wrote (synthetic data, the run's tokenizer, the data report), so a run that fails on its data, its model
 or a Ctrl-C while tokenizing leaves no file behind and the fixed command is not refused.
 
-`train.overwrite` deletes only what rm can prove it wrote (issue 30: it once deleted a user's `data/`): the
-files the start wrote, listed in the manifest with their sizes, and the names the run writes after its claim
-(absent when it claimed the folder). A run directory of an rm that wrote no manifest (or issue 29's list of
-names) is rm's only if its config.yaml loads as a run config; of it only rm's known files go, `data/` only
-where that config generated it and `tokenizer/` only where it trained one. Anything else with rm's names
-there stops the run in one line before a file is touched.
+`train.overwrite` deletes only what rm can prove it wrote, file by file (rm/training/ownership.py): what the
+manifest recorded as the run wrote it (sizes and CRC-32s, or the names of growing logs) and what a checkpoint's
+marker lists. A run directory of an rm that wrote no manifest (or one of names only) is rm's only if its
+config.yaml loads as a run config. Any other file under rm's names there (a backup in checkpoints/, notes in
+export/, one's own TensorBoard run under rm/), or one of rm's that changed since, stops the run in one line
+naming them before a file is touched.
 
 The layout itself (which files say a folder holds a run, which a run writes) is `rm.config.rundir.RunDir`.
 """
@@ -28,14 +28,22 @@ from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
-from rm.config import RunConfig, load_config
+from rm.config import RunConfig
 from rm.config.atomic import write_text
-from rm.config.rundir import MANIFEST, RunDir, write_config
+from rm.config.rundir import (
+    CHECKPOINTS,
+    CONFIG,
+    MANIFEST,
+    MANIFEST_VERSION,
+    TRACKING,
+    RunDir,
+    read_manifest,
+    write_config,
+)
+from rm.config.sealed import record_of
 from rm.errors import ConfigError, ExportError, RMError
 from rm.export.hub import push_folder
-
-VERSION = 2
-"""rm_run.json's layout: 2 lists the start's files with sizes and the names written after the claim."""
+from rm.training.ownership import proof, refusal, run_config
 
 
 class Start(Enum):
@@ -98,69 +106,18 @@ def check_output_dir(cfg: RunConfig) -> Start:
             f"({', '.join(present)}): start it again with train.resume=auto or train.overwrite=true, or use another "
             "output_dir"
         )
-    unproven = proof(out)[1]
-    if start is Start.CLEAR and unproven:
-        raise ConfigError(
-            f"output_dir={out.root} holds {', '.join(unproven[:3])}, which rm cannot prove the run there wrote (not "
-            f"in its {MANIFEST}): rm deletes only its own files; move them or choose another output_dir"
-        )
+    if start is Start.CLEAR and (unproven := proof(out).unproven):
+        raise refusal(out, unproven)
     return start
 
 
 def owned(out: RunDir) -> bool:
     """Whether rm's run files here are a run's: its manifest, or (a run of an rm that wrote none) a config.yaml
     that loads as a run config with a log, an eval.json or checkpoints beside it."""
-    if _manifest(out) is not None:
+    if read_manifest(out.root) is not None:
         return True
     evidence = any(p.exists() for p in (out.eval_json, out.train_log, out.checkpoints))
-    return evidence and _run_config(out) is not None
-
-
-def proof(out: RunDir) -> tuple[list[Path], list[str]]:
-    """(the paths train.overwrite may delete, what else with rm's names is there: relative paths rm cannot
-    prove it wrote)."""
-    manifest = _manifest(out)
-    if manifest is not None and manifest.get("version") == VERSION:
-        names, sizes = {out.manifest.name, *manifest.get("later", [])}, manifest.get("files", {})
-        if _run_config(out) is not None:
-            names.add(out.config.name)
-    else:  # an rm that wrote no manifest, or only names (issue 29): rm's known files, nothing the config read
-        cfg, sizes = _run_config(out), {}
-        names = {p.name for p in out.written} - {out.data.name, out.tokenizer.name}
-        if cfg is None:
-            names -= {out.config.name}
-        elif cfg.data.source == "synthetic":
-            names.add(out.data.name)
-        if cfg is not None and not (cfg.tokenizer.name_or_path or cfg.model.name_or_path):
-            names.add(out.tokenizer.name)
-    removable, unproven = [], []
-    for path in (p for p in out.written if p.exists()):
-        if path.name in names:
-            removable.append(path)
-            continue
-        files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
-        mine = [f for f in files if sizes.get(str(f.relative_to(out.root))) == f.stat().st_size]
-        if len(mine) == len(files):
-            removable.append(path)
-        else:
-            unproven += [str(f.relative_to(out.root)) for f in files if f not in mine][:3]
-    return removable, unproven
-
-
-def _manifest(out: RunDir) -> dict | None:
-    try:
-        manifest = json.loads(out.manifest.read_text())
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def _run_config(out: RunDir) -> RunConfig | None:
-    """The folder's config.yaml as a run config, or None where it is not one (a file of the user's)."""
-    try:
-        return load_config(out.config)
-    except (RMError, OSError, ValueError, TypeError, AttributeError):
-        return None
+    return evidence and run_config(out) is not None
 
 
 @contextmanager
@@ -170,8 +127,9 @@ def unclaimed(cfg: RunConfig, start: Start, is_main: bool) -> Iterator[set[str]]
     an unreachable model, Ctrl-C or SIGTERM while tokenizing), remove what the block wrote there, and output_dir
     itself if it made it.
 
-    Yields the names of rm's paths there that are the run's (for `claim_output_dir`), filled in when the block
-    ends. Only the main process writes; the others pass through.
+    Yields the files under rm's names there that are the run's (paths relative to output_dir, for
+    `claim_output_dir`): those `proof` says an earlier claim of the run wrote, and, when the block ends, those it
+    wrote or rewrote. Only the main process writes; the others pass through.
     """
     out, ours = RunDir(cfg.output_dir), set()
     if not is_main:
@@ -179,17 +137,17 @@ def unclaimed(cfg: RunConfig, start: Start, is_main: bool) -> Iterator[set[str]]
         return
     made = [p for p in (out.root, *out.root.parents) if not p.exists()]  # the folders mkdir will create
     try:
-        removable = proof(out)[0] if out.root.is_dir() else []
-        if start is Start.CLEAR:
-            for path in removable:
+        found = proof(out) if out.root.is_dir() else None
+        if found and start is Start.CLEAR:
+            for path in found.removable:
                 _remove(path)
-        else:
-            ours.update(p.name for p in removable if p.exists())
+        elif found:
+            ours.update(found.mine)
         out.root.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out.root).close()  # writable: found now, not after minutes of tokenizing
     except OSError as e:
         raise _cannot_write(out, e) from None
-    before = {path for path in out.written if path.exists()}
+    before, stats = {path for path in out.written if path.exists()}, _stats(out)
     try:
         yield ours
     except BaseException:
@@ -202,37 +160,43 @@ def unclaimed(cfg: RunConfig, start: Start, is_main: bool) -> Iterator[set[str]]
             except OSError:
                 break
         raise
-    ours.update(p.name for p in out.written if p not in before and p.exists())
+    ours.update(rel for rel, stat in _stats(out).items() if stats.get(rel) != stat)
+
+
+def _stats(out: RunDir) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under rm's names: what the start writes shows as new or changed."""
+    files = [f for p in out.written if p.exists() for f in (p.rglob("*") if p.is_dir() else [p]) if f.is_file()]
+    return {f.relative_to(out.root).as_posix(): (f.stat().st_size, f.stat().st_mtime_ns) for f in files}
 
 
 def claim_output_dir(cfg: RunConfig, ours: set[str] = frozenset()) -> None:
     """Make output_dir this run's (main process, when training starts): its config.yaml, then its manifest,
-    which lists with their sizes the files of `ours` (what the start wrote, and what an earlier claim of the
-    run listed) and the names the run writes from now on, none of which is there unless rm wrote it (the
-    start refuses otherwise): what train.overwrite may delete here."""
+    which records the files of `ours` (what the start wrote, and what an earlier claim of the run wrote):
+    [size, CRC-32] of each, or by name the logs and TensorBoard's files that keep growing. Checkpoints are
+    proved by their own markers; what the run writes later (its export, eval.json, TensorBoard's events) is
+    recorded as it is written (rm.config.rundir.record_written). What train.overwrite may delete here."""
     out = RunDir(cfg.output_dir)
     try:
         write_config(cfg, out.config)
-        files = {}
-        for path in (out.root / name for name in sorted(ours - {out.config.name, out.manifest.name})):
-            for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
-                if f.is_file():
-                    files[str(f.relative_to(out.root))] = f.stat().st_size
-        later = sorted(p.name for p in out.written if p.name not in _START_WRITES | {out.config.name})
-        manifest = {"version": VERSION, "claimed": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid()}
-        manifest |= {"host": socket.gethostname(), "files": files, "later": later}
+        files, grown = {}, {out.train_log.name, out.suites_log.name}
+        for rel in sorted(ours):
+            top, path = rel.partition("/")[0], out.root / rel
+            if rel in (CONFIG, MANIFEST) or top in (CHECKPOINTS, out.export_partial.name) or not path.is_file():
+                continue  # known by name, or by a checkpoint's marker
+            if top == TRACKING or rel in grown:
+                grown.add(rel)
+            else:
+                files[rel] = record_of(path)
+        manifest = {"version": MANIFEST_VERSION, "claimed": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid()}
+        manifest |= {"host": socket.gethostname(), "files": files, "grown": sorted(grown)}
         write_text(out.manifest, json.dumps(manifest, indent=1) + "\n")
     except OSError as e:
         raise _cannot_write(out, e) from None
 
 
-_START_WRITES = {"data", "tokenizer", "data_report.json", "skipped.jsonl"}
-"""What a run writes before its claim (checked by size); every other name of `RunDir.written` comes after it."""
-
-
 def _remove(path: Path, ignore_errors: bool = False) -> None:
     """One of rm's run files or folders (`RunDir.written`), gone."""
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():  # a link to one's own folder: the link goes, not what it holds
         shutil.rmtree(path, ignore_errors=ignore_errors)
     else:
         path.unlink(missing_ok=True)

@@ -23,14 +23,15 @@ from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
 from rm.collate.shard import EvalBatches, RankBatches
-from rm.config import RunConfig, to_dict
+from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained
-from rm.config.rundir import TRACKING, RunDir, absolute_paths
+from rm.config.rundir import RunDir, absolute_paths, record_written
 from rm.errors import DataError
 from rm.evaluation.gather import evaluate, format_table, shut_down
 from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
+from rm.export.restore import rewards_not_finite
 from rm.model.build import build_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.objective import group_weights, loss_parameters
@@ -40,15 +41,14 @@ from rm.model.threads import busy_note, set_threads
 from rm.tokens.prepare import Prepared, prepare_data
 from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
-from rm.training.accelerator import exportable, make_accelerator
+from rm.training.accelerator import exportable, make_accelerator, start_trackers
 from rm.training.checkpoint import TrainState
-from rm.training.faults import explain_oom, loading, same_plan_everywhere, sigterm_raises
+from rm.training.faults import diverged_error, explain_oom, loading, same_plan_everywhere, sigterm_raises
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer, make_scheduler
 from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, push_export, unclaimed
 from rm.training.run_lock import run_dir_lock
 from rm.training.suite_evals import suite_evals
-from rm.training.trackers import flat
 
 log = logging.getLogger("rm")
 
@@ -131,7 +131,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
     for line in data.report.describe():
-        (log.warning if line.startswith(("skipped", "repaired")) else log.info)("data: %s", line)
+        (log.warning if line.startswith(("skipped", "repaired", "overlap")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
         data.report.write(Path(cfg.output_dir))  # data_report.json and skipped.jsonl
     check_not_empty(cfg, data)
@@ -221,7 +221,7 @@ def set_up(
     warmup = round(t.warmup_ratio * max_steps)
     scheduler = make_scheduler(optimizer, SCHEDULERS[t.scheduler], warmup, max_steps)
     if t.report_to:
-        accelerator.init_trackers(TRACKING, config=flat(to_dict(cfg)))
+        start_trackers(accelerator, cfg)  # TensorBoard's files recorded in the manifest as the run's
     state = checkpoint.load(accelerator, resume_from, cfg, scheduler) if resume_from else TrainState()
     state.plan_slots = world * t.grad_accum
     state.max_steps = max_steps
@@ -270,11 +270,14 @@ def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info:
     with explain_oom(cfg, "evaluation"):
         result = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
     log_eval(accelerator, result, run.state.step)
+    if rewards_not_finite(result):  # every process gathered the same result: all stop alike, before exporting
+        raise diverged_error(run)
     result["train"] = info
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
     if accelerator.is_main_process:
         write_eval(out.eval_json, result)  # an undefined metric (NaN) as null
+        record_written(out.root, [out.eval_json])  # its size and CRC-32, which train.overwrite checks
         if cfg.export.enabled and cfg.model.lora.qlora:
             log.warning("export skipped: merging LoRA into 4-bit weights loses precision; QLoRA keeps checkpoints")
         elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights

@@ -4,7 +4,9 @@ Each suite's records are read, rendered with the run's tokenizer and encoded onc
 (`suite_evals`); at each `train.eval_steps` and at the end of the loop every process scores its share of them
 with the model as it is (rm/suites/score_items.py), and the suite's section scores and overall figure go to the
 trackers as `suite/<name>/<section>` and `suite/<name>/score` (RM-Bench: `suite/rm-bench/<domain>/<easy|normal|
-hard|average>`), and one line per suite to `<output_dir>/suites.jsonl`.
+hard|average>`), and one line per suite to `<output_dir>/suites.jsonl`. How a suite's data differs from its
+leaderboard's (a subset missing, one the leaderboard lacks scored apart: eval.json's notes) is one warning line
+each when the run starts.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class SuiteEvals:
             self.loaded.append(Loaded(suite, items, encode_items(items, tokenizer, cfg.collator.max_length)))
             log.info("suite %s: %d records, %d texts (%d cut to fit collator.max_length)", suite.name, len(items),
                      len(self.loaded[-1].encoded.seqs), self.loaded[-1].encoded.truncated)  # fmt: skip
+            for note in suite.notes(items) if accelerator.is_main_process else []:  # said once, before training
+                log.warning("suite %s: %s", suite.name, note)
 
     def __call__(self, model: torch.nn.Module, step: int) -> dict[str, float]:
         """Score every suite, log its numbers at `step`; returns the logged metrics."""

@@ -114,8 +114,8 @@ def test_scales_are_stated_in_the_data_report_declared_or_inferred(tmp_path):
 
 def test_an_attribute_no_record_has_is_a_one_line_error(tmp_path):
     cfg = DataConfig(source=str(FIXTURES / "helpsteer2_rows.jsonl"), eval_split="", eval_fraction=0.3)
-    with pytest.raises(DataError, match="model.head.attributes: 'helpfulnes' is scored in no record") as info:
-        load_data(cfg, tmp_path, head=head(["helpfulnes"]))
+    with pytest.raises(DataError, match="model.head.attributes: 'usefulness' is scored in no record") as info:
+        load_data(cfg, tmp_path, head=head(["usefulness"]))  # a misspelt name is a bad record: test_record_fields.py
     assert "\n" not in str(info.value)
 
 

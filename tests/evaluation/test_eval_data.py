@@ -101,7 +101,7 @@ def test_skip_mode_reports_the_skipped_records(exported_tiny, tmp_path, capsys):
 
 def test_holdout_takes_the_split_rule_of_the_run_that_trained_the_model(tmp_path):
     """An export of a run trained before data.split_version existed held out by record (1); a newer one says its
-    rule in rm_config.yaml; --set wins; a model rm did not train gets the default (2, by prompt)."""
+    rule in rm_config.yaml; --set wins; a model rm did not train gets the default (3, by prompt across subsets)."""
     from rm.cli import build_parser
     from rm.cli.evaluate import eval_data
 
@@ -114,5 +114,5 @@ def test_holdout_takes_the_split_rule_of_the_run_that_trained_the_model(tmp_path
         folder.mkdir()
     (old / "rm_config.yaml").write_text("data:\n  source: prefs.jsonl\n")
     (new / "rm_config.yaml").write_text("data:\n  source: prefs.jsonl\n  split_version: 2\n")
-    assert version(old) == 1 and version(new) == 2 and version(foreign) == 2
+    assert version(old) == 1 and version(new) == 2 and version(foreign) == 3
     assert version(old, "--set", "split_version=2") == 2

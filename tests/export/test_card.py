@@ -84,6 +84,15 @@ def test_the_hub_parser_reads_the_card_and_the_eval_table_has_the_eval_json_numb
     assert "train.lr" not in card and "lr: 0.0001" in card  # the full config, as YAML
 
 
+def test_a_metric_eval_json_has_no_number_for_is_n_a_in_the_table_never_a_crash():
+    """A diverged run's eval.json (written by an rm before the run was refused) has null mean rewards: `rm export`
+    crashed with a TypeError formatting None, and the end-of-run card showed `nan`."""
+    nulls = {"mean_margin": None, "mean_chosen_reward": None, "mean_rejected_reward": float("nan")}
+    result = {"overall": EVAL["overall"] | nulls, "subsets": {"harmless": EVAL["subsets"]["harmless"] | nulls}}
+    card = render_card(RunConfig(), facts(step=7, final_step=7, eval_result=result))
+    assert "| **overall** | 4 | 0.7500 | n/a | n/a | n/a |" in card and "nan" not in card
+
+
 def test_an_unfinished_run_checkpoint_says_so(tmp_path):
     card = render_card(RunConfig(), facts(step=3, final_step=None))
     assert "after 3 optimizer steps (the run had not finished when exported)" in card and "Not evaluated" in card

@@ -94,6 +94,32 @@ def test_a_missing_score_gives_its_output_no_gradient(batch_and_outputs):
     assert (out.grad[:, 0] == 0).all()  # preference_coef 0: the reward output is not trained
 
 
+@pytest.mark.parametrize("kind", ["mse", "gaussian"])
+@pytest.mark.parametrize("davidson", [False, True])
+def test_the_data_bounds_keep_a_float32_micro_batch_finite(kind, davidson):
+    """16 groups (the micro-batch whose step was skipped) at every bound the parsers allow: pairs with margin
+    1e30, a group of 4 scored ±5e29 (margins up to 1e30), attributes ±1e15, with a fresh head's outputs (0):
+    the loss and every gradient are finite in float32. One attribute of 1e20 (float32's check alone passed it)
+    makes the same loss infinite: (0 - 1e20)^2 = 1e40."""
+    from rm.data.formats.pair import ATTRIBUTE_MAX, MARGIN_MAX, SCORE_MAX
+
+    top = [ATTRIBUTE_MAX, -ATTRIBUTE_MAX]
+    pairs = [EncodedGroup([5], [[6], [7]], [0, 1], 0, MARGIN_MAX, attributes=top * 2) for _ in range(15)]
+    scores = [SCORE_MAX, SCORE_MAX / 3, -SCORE_MAX / 3, -SCORE_MAX]
+    group = EncodedGroup([5], [[6], [7], [8], [9]], [0, 1, 2, 3], 0, scores=scores, attributes=top * 4)
+    batch = PaddedCollator(0)(pairs + [group])
+    out = torch.zeros(len(batch["response_group"]), 3, requires_grad=True)  # float32, as training computes it
+    log_scale = torch.zeros(2, requires_grad=True) if kind == "gaussian" else None
+    ties = {"ties": "davidson", "davidson_nu": 0.5} if davidson else {}
+    cfg = LossConfig(use_margin=True, group_weighting="pair", attribute_loss=kind, **ties)
+    loss, _ = training_loss(cfg, out, batch, log_scale=log_scale)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(out.grad).all()
+    assert float(batch["pair_margin"].abs().max()) == pytest.approx(MARGIN_MAX, rel=1e-6)  # float32 rounding
+    batch["attributes"][0, 0] = 1e20
+    assert not torch.isfinite(training_loss(cfg, out.detach(), batch, log_scale=log_scale)[0])
+
+
 def test_without_attributes_the_loss_is_preference_loss_itself(batch_and_outputs):
     batch, out = batch_and_outputs
     r = out[:, 0].clone()

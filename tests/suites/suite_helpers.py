@@ -12,6 +12,7 @@ from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.evaluation.eval_report import EvalOptions
 from rm.suites.catalog import get_suite, load_items
+from rm.suites.records import SuiteItem
 from rm.suites.suite_eval import SuiteData, SuiteRun, evaluate_suite, score_suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -43,6 +44,12 @@ def written_rewards(out: Path) -> list[np.ndarray]:
 def fixture_items(suite: str, tokenizer=None, source: Path | None = None) -> list:
     """The fixture's items as the suite renders them for `tokenizer` (HH text without a chat template)."""
     return load_items(get_suite(suite), str(source or SOURCES[suite]), "", Renderer(tokenizer), DataReport("error"))
+
+
+def items_of(*specs: tuple[str, str, int, int]) -> list[SuiteItem]:
+    """(subset, id, chosen, rejected) -> items with that many responses, for rewards chosen by hand."""
+    return [SuiteItem("p", tuple(f"r{k}" for k in range(c + r)), c, s, f"hand:{n}", i)
+            for n, (s, i, c, r) in enumerate(specs)]  # fmt: skip
 
 
 def plain_rewards(model: Path, texts: list[str]) -> np.ndarray:

@@ -5,16 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from suite_helpers import fixture_items
+from suite_helpers import fixture_items, items_of
 
 from rm.suites import rewardbench, rewardbench2, rm_bench
-from rm.suites.records import SuiteItem
-
-
-def items_of(*specs: tuple[str, str, int, int]) -> list[SuiteItem]:
-    """(subset, id, chosen, rejected) -> items with that many responses."""
-    return [SuiteItem("p", tuple(f"r{k}" for k in range(c + r)), c, s, f"hand:{n}", i)
-            for n, (s, i, c, r) in enumerate(specs)]  # fmt: skip
 
 
 def test_rm_bench_matrix_and_its_three_averages_by_hand():
@@ -35,7 +28,12 @@ def test_rm_bench_matrix_and_its_three_averages_by_hand():
     assert block["sections"]["safety"] == pytest.approx({"easy": 1 / 3, "normal": 0.5, "hard": 2 / 3, "average": 0.5})
     assert np.allclose(block["matrix"]["domains"]["all"], [[2 / 3, 0, 1], [1 / 3, 0, 1], [2 / 3, 1 / 3, 1]])
     assert block["score"] == pytest.approx(7 / 12)
-    assert block["subsets"] == {"chat": {"n": 1}, "safety-refuse": {"n": 1}, "safety-response": {"n": 1}}
+    # each dataset domain's own nine-cell mean: chat 6/9, safety-refuse 3/9, safety-response 6/9
+    assert block["subsets"] == {
+        "chat": {"n": 1, "domain": "chat", "in_score": True, "average": pytest.approx(2 / 3)},
+        "safety-refuse": {"n": 1, "domain": "safety", "in_score": True, "average": pytest.approx(1 / 3)},
+        "safety-response": {"n": 1, "domain": "safety", "in_score": True, "average": pytest.approx(2 / 3)},
+    }
     assert "math, code" in block["notes"][0]
 
 
@@ -47,7 +45,7 @@ def test_rewardbench2_best_of_four_shares_a_tie_at_the_top():
     block = rewardbench2.suite_block(items_of(*[("Factuality", str(k), 1, 3) for k in range(4)]),
                                      [np.array(r, float) for r in rows])  # fmt: skip
     assert block["sections"] == {"Factuality": 0.4375} and block["score"] == 0.4375
-    assert block["subsets"]["Factuality"] == {"score": 0.4375, "n": 4, "kind": "best-of-4"}
+    assert block["subsets"]["Factuality"] == {"score": 0.4375, "n": 4, "kind": "best-of-4", "in_score": True}
 
 
 def test_rewardbench2_ties_rule_by_hand():

@@ -1,6 +1,6 @@
 """The one fitting rule (rm/tokens/truncation.py), case by case, with ids worked out by hand."""
 
-from rm.tokens.truncation import later_turns, truncate_group
+from rm.tokens.truncation import last_turn_start, later_turns, truncate_group, turn_starts
 
 HH = "\n\nHuman: a\n\nAssistant: b\n\nHuman: c\n\nAssistant:"
 
@@ -10,9 +10,11 @@ def never() -> list:
 
 
 def test_later_turns_start_at_each_later_user_turn():
-    assert later_turns(HH) == ["\n\nHuman: c\n\nAssistant:"]
-    assert later_turns("0123456789", (3, 7)) == ["3456789", "789"]
-    assert later_turns("\n\nHuman: only\n\nAssistant:") == []
+    assert list(later_turns(HH)) == ["\n\nHuman: c\n\nAssistant:"]
+    assert list(later_turns("0123456789", (3, 7))) == ["3456789", "789"]
+    assert list(later_turns("\n\nHuman: only\n\nAssistant:")) == []
+    assert turn_starts(HH * 3, None, 25) == [46, 70, 92, 116] and turn_starts("0123456789", (0, 3, 7, 10), 4) == [7]
+    assert last_turn_start(HH) == 24 and last_turn_start("\n\nHuman: only") is None
 
 
 def test_a_prompt_that_fits_is_kept_whole_behind_the_prefix():

@@ -68,7 +68,7 @@ def test_no_prompt_is_on_both_sides_of_the_hold_out(listwise_runs):
     out, _ = listwise_runs["trained"]
     report = json.loads((out / "data_report.json").read_text())
     groups = report["groups"]
-    assert groups["split_version"] == 2
+    assert groups["split_version"] == 3
     assert groups["train"]["groups"] > groups["train"]["prompts"]  # prompts repeat: a split by record would part them
     assert groups["train"]["groups"] + groups["eval"]["groups"] == 400
 
@@ -76,7 +76,7 @@ def test_no_prompt_is_on_both_sides_of_the_hold_out(listwise_runs):
 def test_the_saved_config_keeps_the_split_version_and_the_loss(listwise_runs):
     out, _ = listwise_runs["trained"]
     saved = load_config(out / "config.yaml")
-    assert saved.data.split_version == 2 and saved.loss.type == "plackett_luce"
+    assert saved.data.split_version == 3 and saved.loss.type == "plackett_luce"
 
 
 def torchrun(processes: int, args: list[str]) -> None:

@@ -139,7 +139,7 @@ def test_overwrite_deletes_only_what_the_run_wrote(tmp_path, capsys):
     command = ["train", str(QUICKSTART), *SHORT, f"data.source={tmp_path / 'src'}", "export.enabled=false"]
     assert cli([*command, f"output_dir={out}"]) == 0
     manifest = json.loads((out / "rm_run.json").read_text())
-    assert "data" not in manifest["later"] and "checkpoints" in manifest["later"]
+    assert not any(name.startswith("data/") for name in manifest["files"]) and "eval.json" in manifest["files"]
     (out / "data").mkdir()
     (out / "data" / "prefs.jsonl").write_text("mine\n")
     (out / "notes.txt").write_text("mine too\n")
@@ -189,7 +189,7 @@ def test_an_old_run_directory_is_still_replaced(synthetic_run, tmp_path, capsys,
     (out / "notes.txt").write_text("mine\n")
     assert cli(["train", str(QUICKSTART), *SHORT, "train.overwrite=true", f"output_dir={out}"]) == 0
     assert (out / "notes.txt").read_text() == "mine\n"
-    assert json.loads((out / "rm_run.json").read_text())["version"] == 2
+    assert json.loads((out / "rm_run.json").read_text())["version"] == 3
 
 
 def test_a_config_yaml_that_is_not_a_run_config_makes_no_old_run(tmp_path, capsys):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rm.data.formats.pair import FLOAT32_MAX, Pair, number_of
+from rm.data.formats.pair import SCORE_MAX, SCORE_WHY, Pair, number_of
 from rm.errors import RecordError
 
 MISSING = ("N/A", "n/a", "NA", "")
@@ -75,12 +75,13 @@ def attributes_of(item: Pair | Group) -> tuple[tuple[float, ...], ...] | None:
     return item.attributes
 
 
-def score_of(value: Any, field: str) -> float | None:
+def score_of(value: Any, field: str, limit: float = SCORE_MAX, why: str = SCORE_WHY) -> float | None:
     """A score as a float, or None where the data says it is missing ("N/A", null): not a bad record. Within
-    half float32's range, so that the difference of two scores (a pair's margin) is finite too."""
+    SCORE_MAX, so that the difference of two scores (a pair's margin) is within what the loss can take; an
+    attribute score passes its own `limit`."""
     if value is None or (isinstance(value, str) and value.strip() in MISSING):
         return None
-    return number_of(value, field, FLOAT32_MAX / 2)
+    return number_of(value, field, limit, why)
 
 
 def ranks_from_scores(scores: list[float]) -> tuple[int, ...]:

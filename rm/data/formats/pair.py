@@ -15,8 +15,22 @@ from rm.data.formats.chat import Renderer
 from rm.errors import RecordError
 
 FLOAT32_MAX = 3.4028234663852886e38
-"""The largest finite float32: margins and scores train as float32 (or bf16, of the same range), so a number
-beyond it is infinite there, a bad record rather than a step silently skipped as non-finite (issue 30)."""
+"""The largest finite float32: margins, scores and attributes train as float32 (or bf16, of the same range)."""
+LOSS_TERM_MAX = 1e30
+"""The most one number of a record may add to the training loss. float32 sums a micro-batch's terms, a step's
+micro-batches and the logged loss of many steps; 1e30 leaves a factor of 3.4e8 below FLOAT32_MAX for those sums,
+where a number merely finite as float32 overflows them and its step is skipped with no record named."""
+MARGIN_MAX = LOSS_TERM_MAX
+"""A margin m adds -log sigmoid(d - m) ~= |m| to the loss once it dwarfs the reward gap d (3e38 in two pairs of a
+micro-batch sums to inf)."""
+MARGIN_WHY = "a pair's loss grows as its margin, and a batch's sum of them must stay finite in float32"
+SCORE_MAX = MARGIN_MAX / 2
+"""The difference of two scores is their pair's margin (`loss.use_margin`), so each is at most half a margin."""
+SCORE_WHY = f"two scores' difference is a margin, which the loss takes up to ±{MARGIN_MAX:g}"
+ATTRIBUTE_MAX = math.sqrt(LOSS_TERM_MAX)
+"""1e15: the attribute loss squares the error (pred - y)^2 (or scales it by 1/sigma first, gaussian), which is
+infinite in float32 past |y| ~ 1.8e19 while the head's output is small, as it is from the start."""
+ATTRIBUTE_WHY = "the attribute loss squares it, and a batch's sum of squares must stay finite in float32"
 
 
 @dataclass
@@ -73,6 +87,16 @@ def text_field(record: dict, name: str) -> str:
     return string_of(record[name], name)
 
 
+def user_prompt(record: dict, name: str) -> str:
+    """A string prompt that its format renders as a user message (UltraFeedback's `instruction`, RewardBench 2's,
+    HelpSteer2's `prompt`…): an empty one would train as an empty user turn, so it is a bad record. The `prompt`
+    format trains `prompt + response` as written, so there an empty prompt stays allowed (`text_field`)."""
+    text = text_field(record, name)
+    if not text.strip():
+        raise RecordError("empty_prompt", f"field {name!r} is empty: it would train as an empty user turn", name)
+    return text
+
+
 def string_of(value: Any, name: str) -> str:
     """`value` if it is a string, else the RecordError that names field `name` (a path such as "answers[2].answer")."""
     if not isinstance(value, str):
@@ -80,9 +104,10 @@ def string_of(value: Any, name: str) -> str:
     return value
 
 
-def number_of(value: Any, name: str, limit: float = FLOAT32_MAX) -> float:
+def number_of(value: Any, name: str, limit: float, why: str) -> float:
     """A finite number from a JSON number or a string holding one (CSV cells are strings), no larger in size than
-    `limit` (float32's range), else the RecordError that names field `name`."""
+    `limit` (what the loss can take: MARGIN_MAX, SCORE_MAX, ATTRIBUTE_MAX), else the RecordError that names field
+    `name` and says `why` the limit is there."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -91,7 +116,7 @@ def number_of(value: Any, name: str, limit: float = FLOAT32_MAX) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise RecordError("not_a_number", f"field {name!r} must be a finite number, got {value!r}", name)
     if abs(value) > limit:
-        message = f"field {name!r} is {value:g}, beyond ±{limit:.4g}: it would be infinite as float32"
+        message = f"field {name!r} is {value:g}, beyond ±{limit:.4g}: {why}"
         raise RecordError("out_of_range", message, name)
     return float(value)
 
@@ -108,7 +133,7 @@ def margin_of(record: dict) -> float | None:
     value = record.get("margin")
     if value is None or value == "":
         return None
-    return number_of(value, "margin")
+    return number_of(value, "margin", MARGIN_MAX, MARGIN_WHY)
 
 
 def tie_of(record: dict) -> bool:
@@ -117,10 +142,10 @@ def tie_of(record: dict) -> bool:
     tie = record.get("tie")
     if tie is not None and not isinstance(tie, bool):
         raise RecordError("not_a_bool", f"field 'tie' must be true or false, got {tie!r}", "tie")
-    scores = [record.get(k) for k in ("chosen_score", "rejected_score")]
-    if any(v is None or v == "" for v in scores):
+    names = ("chosen_score", "rejected_score")
+    if any(record.get(k) is None or record.get(k) == "" for k in names):
         return bool(tie)
-    chosen, rejected = number_of(scores[0], "chosen_score"), number_of(scores[1], "rejected_score")
+    chosen, rejected = (number_of(record[k], k, SCORE_MAX, SCORE_WHY) for k in names)
     if tie and chosen != rejected:
         message = f"field 'tie' is true but chosen_score {chosen:g} and rejected_score {rejected:g} differ"
         raise RecordError("tie_conflict", message, "tie")

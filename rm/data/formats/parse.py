@@ -20,6 +20,10 @@ The K-response formats (`rm/data/formats/ranked.py`) are detected only in record
 records may say `"tie": true` or carry `chosen_score`/`rejected_score` (equal: a tie). Any format may also
 carry `subset` (a string) and `margin` (a number). `data.columns` renames a source's columns to these names
 first, so anything else can be read as one of the above.
+
+A record that misses a field is detected as the format whose fields it has (`PARTIAL_FIELDS`; a HelpSteer2
+row without `response`, a RewardBench 2 record whose `chosen` is a string), so its parser names the field of
+that format that is wrong, not a field of another format that the record never meant to have.
 """
 
 from __future__ import annotations
@@ -32,9 +36,19 @@ from rm.data.formats.attributes import pair_scores
 from rm.data.formats.chat import Message, messages_from
 from rm.data.formats.group import Group
 from rm.data.formats.hh import ASSISTANT, split_pair
-from rm.data.formats.pair import Pair, ParseContext, check_responses, lf_only, margin_of, subset_of, text_field, tie_of
+from rm.data.formats.pair import (
+    Pair,
+    ParseContext,
+    check_responses,
+    lf_only,
+    margin_of,
+    subset_of,
+    text_field,
+    tie_of,
+    user_prompt,
+)
 from rm.data.formats.ranked import parse_nectar, parse_responses, parse_rewardbench2, parse_ultrafeedback
-from rm.data.formats.rows import Row, parse_rows
+from rm.data.formats.rows import HELPSTEER2_SCORES, Row, parse_rows
 from rm.data.formats.strength import HELPSTEER2_PREFERENCE, parse_helpsteer2_preference, with_strength
 from rm.errors import RecordError
 
@@ -42,6 +56,12 @@ FORMATS = ("hh", "prompt", "conversation", "argilla", "red-team")
 FORMATS += ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows", "helpsteer2-preference")
 K_FORMATS = {"completions": "ultrafeedback", "answers": "nectar", "responses": "responses", "response": "rows"}
 """A K-response format by the field that holds its responses, in a record without `chosen`."""
+PARTIAL_FIELDS = {
+    "helpsteer2-preference": HELPSTEER2_PREFERENCE,
+    "rows": HELPSTEER2_SCORES,
+    "ultrafeedback": ("instruction",),
+}
+"""In a record without `chosen`, `rejected` or any format's response field, the fields that still show its format."""
 PAIR_FIELDS = ("prompt", "chosen", "rejected", "subset", "margin")
 COLUMNS_HINT = (
     "name rm's fields among them with data.columns={prompt: COLUMN, chosen: COLUMN, rejected: COLUMN} "
@@ -67,9 +87,14 @@ def detect_format(record: Any) -> str | None:
         found = next((fmt for name, fmt in K_FORMATS.items() if name in record), None)
         if found:
             return found
-    if _strings(chosen) and _strings(record.get("rejected")) and (chosen or record.get("rejected")):
+    if "chosen" not in record and "rejected" not in record:
+        found = max(PARTIAL_FIELDS, key=lambda fmt: sum(k in record for k in PARTIAL_FIELDS[fmt]))
+        if any(k in record for k in PARTIAL_FIELDS[found]):
+            return found
+    lists = [v for v in (chosen, record.get("rejected")) if isinstance(v, list)]
+    if lists and all(_strings(v) for v in lists) and any(lists):  # one list of strings shows RewardBench 2
         return "rewardbench2"
-    if isinstance(chosen, list) or isinstance(prompt, list):
+    if isinstance(chosen, list) or isinstance(prompt, list) or is_message_list(record.get("rejected")):
         return "conversation"
     if "prompt" in record:
         return "prompt"
@@ -134,7 +159,7 @@ def parse_conversation(record: dict, origin: str, ctx: ParseContext) -> list[Pai
     if isinstance(prompt, list):
         head = messages_from(prompt, "prompt")
     elif isinstance(prompt, str) and chosen[0].role == "assistant":
-        head = [Message("user", prompt)]
+        head = [Message("user", user_prompt(record, "prompt"))]
     else:  # no prompt, or a string that merely repeats the conversations' first user message
         head = []
     text = ctx.renderer.pair(head + chosen, head + rejected)

@@ -25,7 +25,7 @@ from rm.data.formats.attributes import scores_from, ultrafeedback_scores
 from rm.data.formats.chat import Message, RenderedGroup, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
-from rm.data.formats.pair import ParseContext, string_of, subset_of, text_field
+from rm.data.formats.pair import ParseContext, string_of, subset_of, text_field, user_prompt
 from rm.errors import RecordError
 
 
@@ -82,7 +82,7 @@ def ultrafeedback_score(completion: dict, field: str, where: str) -> float | Non
 
 def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
     score_field = ctx.score_field or "overall_score"
-    prompt = text_field(record, "instruction" if "instruction" in record else "prompt")
+    prompt = user_prompt(record, "instruction" if "instruction" in record else "prompt")
     texts, scores, names, attributes = [], [], [], []
     for k, item in enumerate(_list(record, "completions")):
         where = f"completions[{k}]"
@@ -124,7 +124,7 @@ def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
 
 
 def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
-    prompt = text_field(record, "prompt")
+    prompt = user_prompt(record, "prompt")
     chosen, rejected = _list(record, "chosen"), _list(record, "rejected")
     for name, texts in (("chosen", chosen), ("rejected", rejected)):
         if not texts:
@@ -139,7 +139,7 @@ def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
 def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
     scales = ctx.attribute_scales
     raw = record.get("prompt")
-    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
+    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
     texts, values, names, kinds, attributes = [], [], [], set(), []
     for k, item in enumerate(_list(record, "responses")):
         where = f"responses[{k}]"

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from rm.data.formats.attributes import row_scores
 from rm.data.formats.chat import messages_from
 from rm.data.formats.group import score_of
-from rm.data.formats.pair import ParseContext, subset_of, text_field
+from rm.data.formats.pair import ParseContext, subset_of, text_field, user_prompt
 from rm.data.formats.ranked import rendered
 from rm.errors import RecordError
 
+HELPSTEER2_SCORES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+"""HelpSteer2's rating columns, 0-4 each: a record with one of them is a row."""
 DEFAULT_SCORE = "helpfulness"
 """HelpSteer2's headline rating, the one its reward models are trained to predict first."""
 
@@ -45,7 +47,7 @@ def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
     """The row, or nothing when its score is missing ("N/A", null): an unscored response is left out, counted."""
     field = ctx.score_field or DEFAULT_SCORE
     raw = record.get("prompt")
-    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
+    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
     response = text_field(record, "response")
     if field not in record:
         raise RecordError("missing_field", f"field {field!r} (the score, data.score_field) is missing", field)

@@ -31,7 +31,7 @@ from typing import Any
 
 from rm.data.formats.chat import messages_from
 from rm.data.formats.group import score_of
-from rm.data.formats.pair import Pair, ParseContext, check_responses, margin_of, subset_of, text_field
+from rm.data.formats.pair import Pair, ParseContext, check_responses, margin_of, subset_of, text_field, user_prompt
 from rm.data.formats.ranked import rendered
 from rm.errors import DataError, RecordError
 
@@ -68,7 +68,7 @@ def with_strength(pair: Pair, record: dict, ctx: ParseContext) -> Pair:
 def parse_helpsteer2_preference(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
     """One pair, the better response chosen (see the module docstring for the sign)."""
     raw = record.get("prompt")
-    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else text_field(record, "prompt")
+    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
     first, second = text_field(record, "response_1"), text_field(record, "response_2")
     if record.get("preference_strength") is None:
         raise RecordError("missing_field", "field 'preference_strength' is missing", "preference_strength")
