@@ -7,7 +7,7 @@
 Why this exists: rm's shared layout (rm/collate/pack.py) hands SDPA one boolean mask per row
 (rm/model/masks.py:dense_mask), and the CPU kernels compute every (query, key) block of a row under a mask.
 A group's row `[prompt | r1 | r2 | r3 | r4]` is wider than a pair's `[prompt | chosen | rejected]`, so attention
-costs a group's slot more than a pair's: the gap between issue 25's token ceiling and its FLOP ceiling
+costs a group's slot more than a pair's: the gap between the grouped benchmark's token ceiling and its FLOP ceiling
 (scripts/bench_groups.py). Computing only the blocks a row needs would close that gap if it paid on this
 hardware. Variants, forward and backward, on the same q, k, v (one attention layer of the `--size` model):
 - dense: rm's call, one SDPA over the batch with rm's mask;

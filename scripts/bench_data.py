@@ -1,5 +1,4 @@
-"""Time to the first optimizer step, tokenizing throughput and peak memory of a short run on a large data set
-(issues 12 and 24).
+"""Time to the first optimizer step, tokenizing throughput and peak memory of a short run on a large data set.
 
     python scripts/make_scale_data.py /tmp/hh-scale          # 160,000 train + 8,000 test pairs
     python scripts/bench_data.py /tmp/hh-scale                # a 2-step run: prints its figures

@@ -4,12 +4,13 @@
     python scripts/bench_groups.py --limit 400            # 400 groups, 2,400 ordered pairs per mode
     python scripts/bench_groups.py --limit 24 --slice 3   # a quick smoke run
 
-Data (issue 25): `scripts/make_group_data.py` turns each real harmless-base pair into a group of four
+Data: `scripts/make_group_data.py` turns each real harmless-base pair into a group of four
 responses (chosen > rejected > another prompt's chosen > another prompt's rejected), so every group holds
 C(4, 2) = 6 strictly ordered pairs, and writes the same groups binarized (all 6 pairs, as trainers that take
 pairs only need them) and the held-out prompts' original HH pairs. Texts are read by rm's own loader and
-tokenized with a BPE trained on the training texts; a group is kept only if every response fits 512
-tokens with the whole prompt, a held-out pair likewise, so every mode trains on the same token ids.
+tokenized with a BPE trained on the training texts, on the library's own path (`benchlib.prepare`); a group is
+kept only if every response fits 512 tokens with the whole prompt, a held-out pair likewise, so every mode trains
+on the same token ids.
 
 Modes, all one epoch at 12 ordered pairs per optimizer step (the same steps in every mode), the random-init
 Llama of `bench_train.py` (`--size`), lr 1e-4 with linear decay, fp32:
@@ -89,25 +90,16 @@ def group_data(data: Path, work: Path, limit: int, seed: int) -> GroupData:
     training and the kept held-out pairs for evaluation. `limit` keeps that many groups (seeded) (0: all)."""
     import make_group_data
 
-    from rm.config import DataConfig
     from rm.data.formats.group import Group
-    from rm.data.load import load_pairs
-    from rm.tokens.tokenizer import special_prefix, train_bpe
-    from rm.tokens.truncation import truncate_group
 
     source = work / "source"
-    real, make_group_data.SOURCE = make_group_data.SOURCE, data  # the script reads its module's SOURCE
-    try:
-        make_group_data.write(source)
-    finally:
-        make_group_data.SOURCE = real
+    make_group_data.write(source, source=data)
     files = {name: source / name / f"{split}.jsonl" for name, split in (("groups", "train"), ("pairs", "train"))}
     files["heldout"] = source / "heldout" / "test.jsonl"
     raw = {name: _lines(path) for name, path in files.items()}
-    # skip: a record rm refuses (an empty answer: 4 real HH pairs have one, and make_group_data.py may lend one
-    # to another group as an off-topic answer) is counted by rm's loader and left out of every mode
-    skip = DataConfig(on_bad_record="skip")
-    loaded = {name: load_pairs(str(path), path.stem, [], skip) for name, path in files.items()}
+    # A record rm refuses (an empty answer: 4 real HH pairs have one, and make_group_data.py may lend one to
+    # another group as an off-topic answer) is counted by rm's loader and left out of every mode.
+    loaded = {name: benchlib.load_examples(path) for name, path in files.items()}
     held = loaded["heldout"]
     pairs_at = {_line_of(p.origin): p for p in loaded["pairs"]}
     groups = []
@@ -121,34 +113,19 @@ def group_data(data: Path, work: Path, limit: int, seed: int) -> GroupData:
             groups.append(g)
     refused = len(raw["groups"]) - len(groups)
 
-    tok = train_bpe([t for g in groups for t in (g.prompt, *g.responses)], VOCAB)
-    work.mkdir(parents=True, exist_ok=True)
-    tok.save_pretrained(work / "tokenizer")
-    prefix = special_prefix(tok)
-
-    def fitted(prompt: str, responses: list[str]) -> dict | None:
-        """The ids, or None where rm's rule (rm/tokens/truncation.py) would cut the prompt or drop a response:
-        TRL would drop such a pair and rm cut it, so it is left out of every mode alike."""
-        ids = [tok(t, add_special_tokens=False)["input_ids"] for t in (prompt, *responses)]
-        fit = truncate_group(ids[0], ids[1:], MAX_LENGTH, prefix, list)
-        return None if fit.dropped or fit.truncated else {"prompt": fit.prompt_ids, "responses": ids[1:]}
-
+    # The BPE learns the kept groups' texts; a group or held-out pair rm would change to fit is left out.
+    fitted = benchlib.prepare(groups, {"groups": groups, "heldout": held}, work, VOCAB, MAX_LENGTH).fitted
     order = list(range(len(groups)))
     random.Random(seed).shuffle(order)
     kept, dropped = [], 0
     for i in order:
-        ids = fitted(groups[i].prompt, list(groups[i].responses))
+        ids = fitted["groups"][i]
         if ids is None:
             dropped += 1
         elif not limit or len(kept) < limit:
             kept.append((i, ids))
-    held_kept = []
-    for p in held:
-        ids = fitted(p.prompt, [p.chosen, p.rejected])
-        if ids is None:
-            dropped += 1
-        else:
-            held_kept.append((p, ids))
+    held_kept = [(p, ids) for p, ids in zip(held, fitted["heldout"], strict=True) if ids is not None]
+    dropped += len(held) - len(held_kept)
 
     held_lines = [raw["heldout"][_line_of(p.origin)] for p, _ in held_kept]
     group_lines = [raw["groups"][_line_of(groups[i].origin)] for i, _ in kept]
@@ -165,8 +142,7 @@ def group_data(data: Path, work: Path, limit: int, seed: int) -> GroupData:
         for g in group_ids
         for a, b in combinations(range(K), 2)
     ]
-    eval_ids = [{"prompt": ids["prompt"], "chosen": ids["responses"][0], "rejected": ids["responses"][1]}
-                for _, ids in held_kept]  # fmt: skip
+    eval_ids = [benchlib.as_pair(ids) for _, ids in held_kept]
     # bench_train.py's TRL worker reads "train" (pairs) and "eval" from here (benchlib.load_ids).
     (work / "ids.json").write_text(json.dumps({"train": pair_ids, "eval": eval_ids, "groups": group_ids}))
     return GroupData(group_ids, pair_ids, eval_ids, dropped, refused)
@@ -255,7 +231,7 @@ def ceiling(rows: dict) -> dict:
 
 
 def verdicts(rows: dict) -> list[str]:
-    """The issue's acceptance figures, each printed with its target."""
+    """The acceptance figures, each printed with its target."""
     lines = []
     if PAIRS_MODE in rows and GROUPS_MODE in rows:
         c = ceiling(rows)
@@ -297,7 +273,7 @@ def verdicts(rows: dict) -> list[str]:
 
 
 def summary(rows: dict) -> str:
-    """The final JSON line: pairs/s per mode (and by whole epoch), the ratios the issue asks for."""
+    """The final JSON line: pairs/s per mode (and by whole epoch), the ratios the targets are stated in."""
     line: dict = {"pairs_per_s": {m: round(r["pairs_per_s"], 3) for m, r in rows.items()}}
     line["epoch_pairs_per_s"] = {m: round(r["overall_pairs_per_s"], 3) for m, r in rows.items()}
     line["slots_per_pair"] = {m: round(r["slots_per_pair"], 2) for m, r in rows.items()}

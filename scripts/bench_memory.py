@@ -1,4 +1,4 @@
-"""Where a large run's memory goes: bench_data.py's 2-step run, with RSS at every line `rm train` logs (issue 12).
+"""Where a large run's memory goes: bench_data.py's 2-step run, with RSS at every line `rm train` logs.
 
     python scripts/bench_memory.py /tmp/hh-scale                    # RSS and peak through the run
     python scripts/bench_memory.py /tmp/hh-real --tokenizer /tmp/bpe8k

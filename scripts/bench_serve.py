@@ -87,41 +87,38 @@ def prepare(data: Path, folder: Path, size: str, seed: int) -> dict:
         return json.loads(done.read_text())
     import benchlib
 
-    from rm.config import CollatorConfig, DataConfig, RunConfig
-    from rm.data.load import load_pairs
+    from rm.config import CollatorConfig, RunConfig
+    from rm.data.formats.group import Group
     from rm.export.folder import Weights, export_model
-    from rm.tokens.tokenizer import train_bpe
+    from rm.tokens.tokenizer import special_prefix
 
-    pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
-    tok = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], VOCAB)
-    benchlib.set_size(size)
-    model = benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)
-    cfg = RunConfig(collator=CollatorConfig(max_length=MAX_LENGTH))
-    export_model(model, tok, folder / "export", cfg, Weights(None, None))
-
-    def n(text: str) -> int:  # tokens as rm counts them: prompt and answer apart, no special tokens
-        return len(tok(text, add_special_tokens=False)["input_ids"])
-
-    requests = []
+    pairs = benchlib.load_examples(data)
+    groups = []
     for i, p in enumerate(pairs):
         others = [pairs[(i + k) % len(pairs)] for k in range(GROUP // 2)]
         completions = [a for q in others for a in (q.chosen, q.rejected)]
         # One-turn answers only: an answer holding later turns would be split at its own last "Assistant:" tag
         # as a flat text, and the modes would not score the same prompt and answer.
-        if any(not c.strip() or "\n\nAssistant:" in c or "\n\nHuman:" in c for c in completions):
-            continue
-        counts = [n(c) for c in completions]
-        prompt_tokens = n(p.prompt)
-        if prompt_tokens + max(counts) > MAX_LENGTH:
-            continue
-        requests.append(
-            {
-                "prompt": p.prompt,
-                "completions": completions,
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": counts,
-            }
-        )
+        if not any(not c.strip() or "\n\nAssistant:" in c or "\n\nHuman:" in c for c in completions):
+            groups.append(Group(p.prompt, tuple(completions), tuple(range(GROUP)), p.subset, p.origin))
+    # The BPE learns every pair's texts; a group is kept only where its prompt and longest completion fit whole.
+    prepared = benchlib.prepare(pairs, {"requests": groups}, folder, VOCAB, MAX_LENGTH)
+    tok = prepared.tokenizer
+    benchlib.set_size(size)
+    model = benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed)
+    cfg = RunConfig(collator=CollatorConfig(max_length=MAX_LENGTH))
+    export_model(model, tok, folder / "export", cfg, Weights(None, None))
+    prefix = len(special_prefix(tok))  # token counts as rm counts them: prompt and answer apart, no special tokens
+    requests = [
+        {
+            "prompt": g.prompt,
+            "completions": list(g.responses),
+            "prompt_tokens": len(ids["prompt"]) - prefix,
+            "completion_tokens": [len(r) for r in ids["responses"]],
+        }
+        for g, ids in zip(groups, prepared.fitted["requests"], strict=True)
+        if ids is not None
+    ]
     pool = {"requests": requests, "size": size, "model": dict(benchlib.MODEL), "pairs": len(pairs)}
     done.write_text(json.dumps(pool))
     return pool

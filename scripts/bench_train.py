@@ -285,7 +285,7 @@ def extra_summary(rows: dict) -> dict:
 def main() -> None:
     ap = benchlib.arguments(__doc__, "bench_train", budget=1536, slice_s=8.0)
     ap.set_defaults(modes=",".join(MODES))
-    ap.add_argument("--n-eval", type=int, default=381, help="held-out pairs (2,312 - 381 = 1,931 as in issue 3)")
+    ap.add_argument("--n-eval", type=int, default=381, help="held-out pairs (2,312 - 381 = 1,931 left to train on)")
     ap.add_argument(
         "--size", choices=sorted(benchlib.SIZES), default="small", help="model width (small ~5M, medium ~30M)"
     )

@@ -30,15 +30,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
-# The model of issue 3: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
-PARTS = ("prompt", "chosen", "rejected")
+# The benchmark model: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
 MODEL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
 # Random Llamas of two widths: ~5M and ~30M parameters with an 8k vocabulary (`--size`).
 SIZES = {
@@ -51,6 +54,62 @@ def set_size(name: str) -> None:
     """Make every later `random_model` and worker config use the model size `name` (in place)."""
     MODEL.clear()
     MODEL.update(SIZES[name])
+
+
+@dataclass
+class Prepared:
+    """The benchmark's tokenizer and its texts as token ids, fitted as training fits them."""
+
+    tokenizer: PreTrainedTokenizerBase
+    tokenizer_dir: Path
+    fitted: dict[str, list[dict | None]]
+    """Per set given to `prepare`, per item in its order: {"prompt": ids (the tokenizer's prefix included),
+    "responses": [ids, ...]}, or None where rm's fitting rule would change the item at max_length."""
+
+
+def load_examples(path: Path) -> list:
+    """One benchmark file read by rm's own loader (its format detected as `rm train` detects it); a record rm
+    refuses is skipped and counted there, as 4 real harmless-base pairs with an empty chosen answer are."""
+    from rm.config import DataConfig
+    from rm.data.load import load_pairs
+
+    return load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"))
+
+
+def prepare(bpe_on: list, sets: dict[str, list], work: Path, vocab: int, max_length: int) -> Prepared:
+    """The BPE and the token ids every benchmark mode uses, made on the library's own path.
+
+    The BPE is trained on the texts of `bpe_on` (pairs or groups, all of them) as `rm train` trains a random-init
+    model's (rm/tokens/bpe.py), into `work/tokenizer`. Each set of `sets` is encoded as training encodes a split
+    (rm/tokens/encode.py, which fits each group by rm/tokens/truncation.py's rule). An item is kept only where that
+    rule leaves it whole (its prefix, prompt and longest response within `max_length`): where rm would cut a
+    prompt, or drop a response or the group, TRL drops the pair, so every mode leaves it out alike and all of them
+    compare on identical work."""
+    from rm.config import RunConfig, TokenizerConfig
+    from rm.config.rundir import RunDir
+    from rm.tokens.bpe import train_run_bpe
+    from rm.tokens.encode import encode_kept
+
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = RunConfig(output_dir=str(work), tokenizer=TokenizerConfig(vocab_size=vocab, train_pairs=0))
+    tok = train_run_bpe(cfg, bpe_on, is_main=True)
+    fitted: dict[str, list[dict | None]] = {}
+    for name, items in sets.items():
+        split, report, positions = encode_kept(items, tok, max_length, sorted({x.subset for x in items}))
+        prompts = split.table.column("prompt_ids").to_pylist()
+        responses = split.table.column("response_ids").to_pylist()
+        out: list[dict | None] = [None] * len(items)
+        for k, at in enumerate(positions.tolist()):
+            if report.pair_tokens[at] <= max_length:  # its length before fitting: nothing was cut or dropped
+                out[at] = {"prompt": prompts[k], "responses": responses[k]}
+        fitted[name] = out
+    return Prepared(tok, RunDir(work).tokenizer, fitted)
+
+
+def as_pair(ids: dict) -> dict:
+    """A fitted pair as the benchmarks' workers read it: {"prompt", "chosen", "rejected": ids}."""
+    chosen, rejected = ids["responses"]
+    return {"prompt": ids["prompt"], "chosen": chosen, "rejected": rejected}
 
 
 @dataclass
@@ -68,53 +127,28 @@ class BenchPairs:
 
 
 def bench_pairs(data: Path, work: Path, n_eval: int, max_length: int, vocab: int, seed: int, limit: int) -> BenchPairs:
-    """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE, keep the pairs that fit whole.
-
-    A pair that rm's rule (rm/tokens/truncation.py) would change to fit `max_length` (a prompt cut, or the pair
-    dropped because a response alone is too long) is left out for every mode alike: TRL drops it, rm would cut
-    its prompt, so the modes compare on identical work.
-    """
-    from rm.config import DataConfig
-    from rm.data.load import load_pairs
-    from rm.tokens.tokenizer import special_prefix, train_bpe
-    from rm.tokens.truncation import truncate_group
-
-    # skip: the 4 real pairs whose chosen answer is empty (counted by rm's loader)
-    pairs = load_pairs(str(data), "train", [], DataConfig(on_bad_record="skip"))
-    rng = random.Random(seed)
-    rng.shuffle(pairs)
+    """Read the HH file, hold out `n_eval` pairs (seeded), train the BPE on the rest, keep the pairs that fit whole
+    (`prepare`); `limit` keeps the first that many training pairs (0: all)."""
+    pairs = load_examples(data)
+    random.Random(seed).shuffle(pairs)
     held, train = pairs[:n_eval], pairs[n_eval:]
-    tok = train_bpe([t for p in train for t in (p.prompt, p.chosen, p.rejected)], vocab)
-    work.mkdir(parents=True, exist_ok=True)
-    tok.save_pretrained(work / "tokenizer")
-    prefix = special_prefix(tok)
-
-    def encode(group):
-        out, dropped = [], 0
-        for p in group:
-            ids = {k: tok(getattr(p, k), add_special_tokens=False)["input_ids"] for k in PARTS}
-            # No shorter prompts to try: a prompt that would lose anything leaves the pair out.
-            fitted = truncate_group(ids["prompt"], [ids["chosen"], ids["rejected"]], max_length, prefix, list)
-            if fitted.dropped or fitted.truncated:
-                dropped += 1
-                continue
-            out.append({**ids, "prompt": fitted.prompt_ids, "text": (p.prompt, p.chosen, p.rejected)})
-        return out, dropped
-
-    train_ids, d1 = encode(train)
-    eval_ids, d2 = encode(held)
+    prepared = prepare(train, {"train": train, "eval": held}, work, vocab, max_length)
+    kept = {
+        name: [(p, as_pair(ids)) for p, ids in zip(group, prepared.fitted[name], strict=True) if ids is not None]
+        for name, group in (("train", train), ("eval", held))
+    }
+    dropped = len(pairs) - len(kept["train"]) - len(kept["eval"])
     if limit:
-        train_ids = train_ids[:limit]
+        kept["train"] = kept["train"][:limit]
     # The same pairs as an hh-rlhf-layout directory, for rm's own loader.
     root = work / "hh" / "harmless-base"
     root.mkdir(parents=True, exist_ok=True)
-    for split, group in (("train", train_ids), ("test", eval_ids)):
-        rows = [json.dumps(dict(zip(("prompt", "chosen", "rejected"), g["text"], strict=True))) for g in group]
+    for split, name in (("train", "train"), ("test", "eval")):
+        rows = [json.dumps({"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}) for p, _ in kept[name]]
         (root / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
-    for g in train_ids + eval_ids:
-        del g["text"]
-    (work / "ids.json").write_text(json.dumps({"train": train_ids, "eval": eval_ids}))
-    return BenchPairs(work, work / "tokenizer", work / "hh", train_ids, eval_ids, d1 + d2)
+    ids = {name: [i for _, i in kept[name]] for name in ("train", "eval")}
+    (work / "ids.json").write_text(json.dumps(ids))
+    return BenchPairs(work, prepared.tokenizer_dir, work / "hh", ids["train"], ids["eval"], dropped)
 
 
 def load_ids(work: Path) -> dict:

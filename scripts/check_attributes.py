@@ -1,4 +1,4 @@
-"""Issue 26's acceptance check: attribute heads learn known functions of the text without costing preference accuracy.
+"""The attribute heads' acceptance check: they learn known functions of the text without costing preference accuracy.
 
     python scripts/check_attributes.py [--out DIR] [--prompts N] [--steps N] [--seed N]
 
@@ -15,7 +15,7 @@ Then it trains the same tiny random Llama twice on the CPU, on the same data, st
 `model.head.attributes=[helpfulness, correctness, verbosity]` and once reward-only. Each run's final eval is on
 the prompts it held out (data.split_version 2: a prompt's rows are all on one side). It prints per attribute the
 held-out Spearman (ordinal) or AUC (binary) and both runs' preference accuracy with 2 standard errors, and exits
-1 where issue 26's targets are missed: Spearman > 0.8 for each ordinal attribute, AUC > 0.9 for each binary one,
+1 where a target is missed: Spearman > 0.8 for each ordinal attribute, AUC > 0.9 for each binary one,
 and the attribute run's preference accuracy not below the reward-only run's by more than 2 SE of the difference.
 About 4 minutes on 2 CPU cores (two runs of under 2 minutes each: 800 steps of 16 prompts, 3000 prompts).
 """
@@ -110,7 +110,7 @@ def standard_error(p: float, n: int) -> float:
 
 
 def verdict(with_attributes: dict, reward_only: dict) -> tuple[list[str], bool]:
-    """The printed table and whether every target of issue 26 is met."""
+    """The printed table and whether every target is met."""
     lines, ok = [f"{'attribute':<12} {'metric':<9} {'held-out':>8}  target  n", "-" * 48], True
     for name in ATTRIBUTES:
         block = with_attributes["attributes"][name]["overall"]

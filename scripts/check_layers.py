@@ -1,10 +1,13 @@
 """The import contract of rm: role folders in layers, imports only downwards, no import cycles.
 
     client < errors < config < data < tokens < collate < model < evaluation < suites < export < training < sweep
-        < serve < cli
+        < serve < cli < api
 
 `client` (the HTTP client of `rm serve`, imported in a policy's venv without torch) sits below everything and
-imports nothing of rm above it; `serve` (the reward server) sits beside `cli`, which starts it.
+imports nothing of rm above it; `serve` (the reward server) sits beside `cli`, which starts it. `api` (`rm.train`,
+`rm.load`) is the top: `rm/__init__.py` belongs to it, since its `__getattr__` imports `rm.api` when `rm.train` or
+`rm.load` is first read. Importing the package for the one name it defines itself, `rm.__version__` (`from rm
+import __version__`, or `import rm` where only `rm.__version__` is read), runs no such import and counts as none.
 
 A module may import rm modules of its own layer or of layers below it, never above; every import
 counts, the lazy ones inside functions too. `python scripts/check_layers.py [PACKAGE_DIR]` prints each
@@ -33,8 +36,11 @@ LAYERS = (
     "sweep",
     "serve",
     "cli",
+    "api",
 )
-TOP = {"__main__": "cli", "__init__": "errors"}  # rm/__main__.py runs the CLI; rm/__init__.py is empty
+TOP = {"__main__": "cli", "__init__": "api"}  # rm/__main__.py runs the CLI; rm/__init__.py imports rm.api lazily
+EAGER = {"__version__", "__all__"}
+"""What rm/__init__.py defines itself, importing nothing: reading it is no import of the layer above."""
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -52,9 +58,13 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> list[tuple[int, st
     package = name.split(".")[0]
     is_package = path.name == "__init__.py"
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    # `import rm` to read `rm.__version__` alone runs nothing of rm/__init__.py's lazy imports
+    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and _names(n.value, package)}
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
+            eager = read <= EAGER
+            targets = [a.name for a in node.names if not (a.name == package and a.asname is None and eager)]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: resolve against this module's package
@@ -63,6 +73,8 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> list[tuple[int, st
                 base = ".".join(anchor + ([base] if base else []))
             # `from rm.cli import data` imports the module rm.cli.data; `from rm.config import X`, rm.config
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+            if base == package:  # `from rm import __version__`: nothing imported
+                targets = [t for t, a in zip(targets, node.names, strict=True) if a.name not in EAGER]
         else:
             continue
         for target in targets:
@@ -72,6 +84,10 @@ def imports(path: Path, name: str, known: dict[str, Path]) -> list[tuple[int, st
                 target = target.rsplit(".", 1)[0]
             found.append((node.lineno, target))
     return found
+
+
+def _names(node: ast.expr, package: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == package
 
 
 def layer(name: str) -> int:

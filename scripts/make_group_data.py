@@ -1,14 +1,15 @@
-"""Write 4-response groups built from the real HH harmless-base file, for the grouped-training benchmark (issue 25).
+"""Write 4-response groups built from the real HH harmless-base file, for the grouped-training benchmark.
 
     python scripts/make_group_data.py /tmp/hh-groups             # all 2,312 pairs: ~1,850 train groups
     python scripts/make_group_data.py /tmp/hh-groups --limit 400
+    python scripts/make_group_data.py /tmp/hh-groups --source other/test.jsonl.gz
 
-Each pair of `../shared/data/hh-rlhf/harmless-base/test.jsonl.gz` becomes one group: its prompt, its chosen and
-rejected responses, and two responses taken from other prompts (the chosen response of one and the rejected
-response of another), ranked chosen > rejected > the other prompt's chosen > the other prompt's rejected. The
-off-topic answers are worse than either answer to the question asked; their order between themselves follows
-their own annotation. So every group holds C(4, 2) = 6 strictly ordered pairs. Written (nothing from the source
-is part of this repository; the file is read at run time):
+Each pair of the source (`--source`; `../shared/data/hh-rlhf/harmless-base/test.jsonl.gz` unless told) becomes
+one group: its prompt, its chosen and rejected responses, and two responses taken from other prompts (the chosen
+response of one and the rejected response of another), ranked chosen > rejected > the other prompt's chosen > the
+other prompt's rejected. The off-topic answers are worse than either answer to the question asked; their order
+between themselves follows their own annotation. So every group holds C(4, 2) = 6 strictly ordered pairs. Written
+(nothing from the source is part of this repository; the file is read at run time):
 
 - `groups/train.jsonl`: the groups in Nectar's fields (`prompt` HH text, `answers: [{answer, rank, model}]`,
   rank 1 best), one per line;
@@ -34,14 +35,15 @@ sys.path.insert(0, str(REPO))
 
 from rm.data.formats.hh import HUMAN, split_pair  # noqa: E402
 
-SOURCE = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 ORDER = ("chosen", "rejected", "other prompt's chosen", "other prompt's rejected")
 
 
-def read_pairs(limit: int = 0) -> list[tuple[dict, tuple[str, str, str]]]:
-    """(record, (prompt, chosen response, rejected response)) for every pair that splits, in file order."""
+def read_pairs(source: Path = DEFAULT_SOURCE, limit: int = 0) -> list[tuple[dict, tuple[str, str, str]]]:
+    """(record, (prompt, chosen response, rejected response)) for every pair of the HH file `source` (gzipped or
+    not) that splits, in file order."""
     out = []
-    with gzip.open(SOURCE, "rt", encoding="utf-8") as f:
+    with (gzip.open if source.suffix == ".gz" else open)(source, "rt", encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -75,8 +77,9 @@ def groups(split: list[tuple[str, str, str]]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def write(root: Path, limit: int = 0, eval_fraction: float = 0.2) -> dict[str, int]:
-    pairs = read_pairs(limit)
+def write(root: Path, limit: int = 0, eval_fraction: float = 0.2, source: Path = DEFAULT_SOURCE) -> dict[str, int]:
+    """The three files under `root` from `source`'s first `limit` pairs (0: all); their counts."""
+    pairs = read_pairs(source, limit)
     cut = len(pairs) - int(len(pairs) * eval_fraction)
     train = groups([split for _, split in pairs[:cut]])
     for folder in ("groups", "pairs", "heldout"):
@@ -101,8 +104,9 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--limit", type=int, default=0, help="source pairs to read (0: all)")
     parser.add_argument("--eval-fraction", type=float, default=0.2, help="the last share of prompts held out")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the HH file the groups are made of")
     args = parser.parse_args()
-    counts = write(args.out, args.limit, args.eval_fraction)
+    counts = write(args.out, args.limit, args.eval_fraction, args.source)
     print(f"{args.out}: {counts['groups']} train groups of 4 ({counts['pairs']} pairs), {counts['heldout']} held-out")
 
 

@@ -3,17 +3,18 @@
     python scripts/make_scale_data.py /tmp/hh-scale                 # 40,000 train + 2,000 test pairs x 4 subsets
     python scripts/make_scale_data.py /tmp/hh-scale --train 1000 --test 100
     python scripts/make_scale_data.py /tmp/hh-real --variant tagged # the real conversations, word for word
+    python scripts/make_scale_data.py /tmp/hh-scale --source other/test.jsonl.gz
 
-The pairs are the shared real harmless-base file (2,312 pairs) over and over. `--variant rotated` (the
-default, the set issue 12 was tuned on) varies each copy by rotating the words of its first human turn
-by a seeded offset (lengths, turn structure and the chosen/rejected split are the real ones), so copies of
-a pair mostly differ. `--variant tagged` (issue 24) keeps every copy's text as written, all its turns,
-and puts a tag unique in the whole directory ("[#000042] ") at the start of its first human turn, so no two
-pairs are equal and tokenizing and truncation see the real conversations. Only the layout and the sizes
-are realistic; nothing here is meant for training a useful model. Subsets are named as HH's
-(`harmless-base`, `helpful-base`, `helpful-online`, `helpful-rejection-sampled`); each holds
-`train.jsonl.gz` and `test.jsonl.gz`, read with `data.source=DIR`. The source file is read at run
-time (its text is never part of this repository).
+The pairs are an HH file's over and over (`--source`; by default the shared real harmless-base file, 2,312
+pairs). `--variant rotated` (the default, the set rm's memory at 160,000 pairs was first measured
+on) varies each copy by rotating the words of its first human turn by a seeded offset (lengths, turn structure and
+the chosen/rejected split are the real ones), so copies of a pair mostly differ. `--variant tagged` keeps every
+copy's text as written, all its turns, and puts a tag unique in the whole directory ("[#000042] ") at the start
+of its first human turn, so no two pairs are equal and tokenizing and truncation see the real conversations.
+Only the layout and the sizes are realistic; nothing here is meant for training a useful model. Subsets are named
+as HH's (`harmless-base`, `helpful-base`, `helpful-online`, `helpful-rejection-sampled`); each holds
+`train.jsonl.gz` and `test.jsonl.gz`, read with `data.source=DIR`. The source file is read at run time (its text
+is never part of this repository).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import random
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
 SUBSETS = ("harmless-base", "helpful-base", "helpful-online", "helpful-rejection-sampled")
 HUMAN = "\n\nHuman: "
 VARIANTS = ("rotated", "tagged")
@@ -56,11 +57,13 @@ def tag(record: dict, n: int) -> dict:
     return {"chosen": tagged(record["chosen"]), "rejected": tagged(record["rejected"])}
 
 
-def records(n_train: int, n_test: int, seed: int = 0, variant: str = "rotated") -> dict[str, list[dict]]:
-    """Each subset's train + test records, in that order (the source read now)."""
+def records(
+    n_train: int, n_test: int, seed: int = 0, variant: str = "rotated", source: Path = DEFAULT_SOURCE
+) -> dict[str, list[dict]]:
+    """Each subset's train + test records, in that order, from the HH file `source` (gzipped or not; read now)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r}: one of {', '.join(VARIANTS)}")
-    with gzip.open(SOURCE, "rt", encoding="utf-8") as f:
+    with (gzip.open if source.suffix == ".gz" else open)(source, "rt", encoding="utf-8") as f:
         base = [json.loads(line) for line in f if line.strip()]
     out, per_subset = {}, n_train + n_test
     for s, subset in enumerate(SUBSETS):
@@ -73,8 +76,10 @@ def records(n_train: int, n_test: int, seed: int = 0, variant: str = "rotated") 
     return out
 
 
-def write(root: Path, n_train: int, n_test: int, seed: int = 0, variant: str = "rotated") -> None:
-    for subset, part in records(n_train, n_test, seed, variant).items():
+def write(
+    root: Path, n_train: int, n_test: int, seed: int = 0, variant: str = "rotated", source: Path = DEFAULT_SOURCE
+) -> None:
+    for subset, part in records(n_train, n_test, seed, variant, source).items():
         (root / subset).mkdir(parents=True, exist_ok=True)
         for split, rows in (("train", part[:n_train]), ("test", part[n_train:])):
             with gzip.open(root / subset / f"{split}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as f:
@@ -88,8 +93,9 @@ def main() -> None:
     parser.add_argument("--test", type=int, default=2_000, help="test pairs per subset")
     parser.add_argument("--seed", type=int, default=0, help="the rotations' seed (rotated only)")
     parser.add_argument("--variant", choices=VARIANTS, default="rotated", help="how copies differ (module doc)")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the HH file whose pairs are copied")
     args = parser.parse_args()
-    write(args.out, args.train, args.test, args.seed, args.variant)
+    write(args.out, args.train, args.test, args.seed, args.variant, args.source)
     total = len(SUBSETS) * (args.train + args.test)
     print(
         f"{args.out}: {len(SUBSETS)} subsets x ({args.train} train + {args.test} test) = {total} {args.variant} pairs"

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except RMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a full disk where no writer of rm's named the file: still one line (issue 30)
+    except OSError as e:  # a full disk where no writer of rm's named the file: still one line
         from rm.config.atomic import is_no_space, no_space
 
         if not is_no_space(e):

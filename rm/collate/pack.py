@@ -4,8 +4,8 @@ A group becomes one segment `[prompt | response 1 | response 2 …]` (a pair: `[
 Every response takes the positions right after the prompt (each continues it), and may attend to the prompt
 and itself but never to another response, so each response sees exactly what it would see in a forward of its
 own. Several groups share a row, with no attention across groups. On HH-RLHF the prompt is ~70% of a sequence,
-so this needs about a quarter of the token slots of two padded rows per pair (see issue 3's measurements,
-reproduced by `scripts/bench_train.py`).
+so this needs about a quarter of the token slots of two padded rows per pair
+(measured by `scripts/bench_train.py`).
 
 The mask is built on the device, in the forward pass, from the small integer tensors made here
 (`rm/model/masks.py`), so the data loader never ships a [rows, T, T] tensor.

@@ -43,7 +43,7 @@ class SharedFill:
     """A shared-layout micro-batch being filled widest first, its first-fit rows kept as groups join.
 
     `PairBatches.cost(batch + [i])` for every group of a window recomputed these rows each time: 3 s of the
-    plan over 160,000 pairs (issue 24). A window sorted widest first adds each group after every wider one, so
+    plan over 160,000 pairs. A window sorted widest first adds each group after every wider one, so
     the rows already placed stay as they are and the same first-fit gives the same cost
     (tests/collate/test_batching.py checks both plans agree)."""
 

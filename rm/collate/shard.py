@@ -15,7 +15,7 @@ The loop divides each micro-batch's summed loss by the pairs of its whole step (
 fall on processes and accumulation steps does not change the update (rm/training/loop.py).
 
 accelerate's batch-sampler sharding is not used: it assumes batches of `batch_size` items, and with token
-budgets it dropped or emptied micro-batches and left processes with different counts (a hang, issue 12).
+budgets it dropped or emptied micro-batches and left processes with different counts (a hang).
 """
 
 from __future__ import annotations

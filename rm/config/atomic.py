@@ -1,4 +1,4 @@
-"""Every file rm writes goes through here: written aside, flushed to disk, renamed into place (issue 30).
+"""Every file rm writes goes through here: written aside, flushed to disk, renamed into place.
 
 A full disk or a kill in the middle of a write then leaves the old file or none, never a 0-byte `eval.json`
 that a later `rm export` fails to parse. A write that fails for lack of space ends in one line naming the

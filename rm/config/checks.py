@@ -59,7 +59,7 @@ def choice_problems(cfg: Any, choices: dict[str, tuple[str, ...]]) -> list[str]:
 
 def nonfinite_problems(value: Any, key: str = "") -> list[str]:
     """One line per float anywhere in `value` (dataclasses, mappings, lists) that is NaN or infinite: YAML reads
-    `.nan` and `.inf` as floats, and `train.lr=.nan` used to pass here and end in torch's traceback (issue 30)."""
+    `.nan` and `.inf` as floats, and `train.lr=.nan` would otherwise pass here and end in torch's traceback."""
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{key}: must be a finite number, got {value}"]
     if dataclasses.is_dataclass(value):
@@ -105,7 +105,7 @@ def value_problems(cfg: Any) -> list[str]:
 
 
 def attribute_problems(cfg: Any) -> list[str]:
-    """model.head.attributes and their scales (issue 26): names that can label an output, [min, max] ranges."""
+    """model.head.attributes and their scales: names that can label an output, [min, max] ranges."""
     names, problems = cfg.model.head.attributes, []
     for name in names:
         if not name.strip() or name == "reward" or names.count(name) > 1:
@@ -125,7 +125,7 @@ def attribute_problems(cfg: Any) -> list[str]:
 
 
 def strength_problems(cfg: Any) -> list[str]:
-    """Soft labels (issue 26) are targets of Bradley-Terry's pair probability: a pairwise loss, a preference term."""
+    """Soft labels are targets of Bradley-Terry's pair probability: a pairwise loss, a preference term."""
     if cfg.loss.strength != "soft":
         return []
     if cfg.loss.type != "pairwise":

@@ -1,4 +1,4 @@
-"""The score head's outputs beside the reward: named attribute regressions (issue 26).
+"""The score head's outputs beside the reward: named attribute regressions.
 
 Kept out of `rm/config/schema.py` (which nests it as `model.head`) for that module's size; the loader reads
 it the same way, key by key.

@@ -54,7 +54,7 @@ PARTIAL = ".partial-"
 STATE = "trainer_state.json"
 """Written into a checkpoint by training, with the run's position."""
 """Written last into a checkpoint: the size and CRC-32 of each of its other files. A checkpoint without one was
-cut short (or saved by an rm before markers) and is never resumed or exported unasked (issue 30)."""
+cut short (or saved by an rm before markers) and is never resumed or exported unasked."""
 WEIGHTS = "model.safetensors"
 """The model's weights in a checkpoint (accelerate's save_state) and in an export."""
 TRACKING = "rm"

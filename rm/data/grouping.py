@@ -1,6 +1,6 @@
 """Records of one prompt gathered into one group: rows always, pairwise records when `data.group_by_prompt: true`.
 
-A group computes its prompt once for all its responses (issue 25), so responses that share a prompt are
+A group computes its prompt once for all its responses, so responses that share a prompt are
 worth putting together even when the data gives them one per record:
 
 - Rows (`rm/data/formats/rows.py`, HelpSteer2: one response and its score per line) of one prompt text and

@@ -1,4 +1,4 @@
-"""eval.json's `attributes` block (issue 26): how well a model's attribute outputs predict the records' scores.
+"""eval.json's `attributes` block: how well a model's attribute outputs predict the records' scores.
 
 Per attribute, overall and per subset, over the responses that have a score (a missing one is skipped and
 counted): the RMSE of output against score, Pearson's r, and Spearman's rho (Pearson's r of the ranks, tied

@@ -14,7 +14,7 @@ per subset (rm/evaluation/eval_result.py), and writes, into `out`:
     rewards.jsonl      one line per pair or group: origin, subset, rewards, lengths (the input's order)
     accuracy.png  calibration.png  reward_hist.png  length_bias.png  (and groups.png for group data)
 
-A model with attribute outputs (issue 26: output 0 the reward, outputs 1.. named in `id2label`) has the records'
+A model with attribute outputs (output 0 the reward, outputs 1.. named in `id2label`) has the records'
 scores of those names read beside each response, and eval.json gets `attributes` (RMSE, Pearson, Spearman per
 attribute and subset, AUC for a 0/1 one: rm/evaluation/attribute_metrics.py), drawn in attributes.png, and each
 response's outputs in rewards.jsonl; without them nothing changes. Pairs that carry soft labels (a preference
@@ -198,7 +198,7 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
 
     rewards = item_rewards(kept, encoded, gathered, tokenizer)
     nonfinite, nonfinite_items = nonfinite_rewards(kept, gathered)
-    if nonfinite:  # an overflowing model once wrote -Infinity to eval.json and crashed in plotting (issue 30)
+    if nonfinite:  # an overflowing model's -Infinity is no JSON number, and it breaks the plots
         log.warning(
             "warning: %d of %d rewards are not finite (NaN or infinite) in %d of %d items: left out of the metrics, "
             "null in rewards.jsonl, listed in eval.json", nonfinite, len(gathered["reward"]), len(nonfinite_items),

@@ -25,7 +25,7 @@ from rm.model.reward import group_outputs
 
 TRIM_EVERY = 4
 """On the CPU, eval batches of ever different shapes leave glibc's heap fragmented and growing: an 8,000-pair
-eval in 16,384-token batches took RSS from 913 to 1,141 MiB (issue 12). Trimming every 4 batches kept the
+eval in 16,384-token batches took RSS from 913 to 1,141 MiB. Trimming every 4 batches kept the
 eval's peak 91 MiB lower for 6% more eval time on that 1-layer model (every batch: 105 MiB, 31%)."""
 
 
@@ -49,7 +49,7 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         pair_group, a, b, tie      [comparisons]  by group, in the batch's order: a beats b, or ties it (tie)
         chosen, rejected           [strict pairs] the rewards of a and b of each comparison that is not a tie
 
-    and for a model with A attribute outputs (issue 26), beside `reward`:
+    and for a model with A attribute outputs, beside `reward`:
 
         attribute_outputs          [responses, A] outputs 1..A of the head
         attribute_scores           [responses, A] the responses' scores (the batch's `attributes`), NaN = missing
@@ -194,7 +194,7 @@ def shut_down(accelerator: Accelerator) -> None:
     The DDP wrapper's reducer must die while the process group is still registered: if the reducer held
     the group's last reference, the group would be destroyed with the GIL held, and gloo's worker thread,
     still freeing a finished collective, waits for that GIL: a deadlock at exit, seen about one run in
-    fifteen on 2 CPU processes (torch issue 56297). Destroyed from the registry, it releases the GIL first.
+    fifteen on 2 CPU processes (pytorch/pytorch#56297). Destroyed from the registry, it releases the GIL first.
     """
     accelerator.wait_for_everyone()
     accelerator.free_memory()  # drops accelerate's own references, then gc.collect()

@@ -235,6 +235,6 @@ def write_eval(path: Path, result: dict) -> None:
     NaN (an undefined metric, say the accuracy of no pairs) is written as null: JSON has no NaN, and strict
     parsers (jq, JavaScript, Go) refuse a file with one. `allow_nan=False` makes an infinity that slipped
     through fail here rather than in a reader. Written aside and renamed (rm/config/atomic.py): a full disk
-    leaves the old file or none, never a 0-byte eval.json that `rm export` then fails to parse (issue 30).
+    leaves the old file or none, never a 0-byte eval.json that `rm export` then fails to parse.
     """
     write_text(path, json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")  # whole or not at all

@@ -205,7 +205,7 @@ ATTRIBUTE_KEYS = {
     "rejected_reward": "rejected_attributes",
     GROUP_KEY: "attributes",
 }
-"""Where `rm score` writes a text's attribute outputs (issue 26), by the field its reward goes to: for texts and pairs
+"""Where `rm score` writes a text's attribute outputs, by the field its reward goes to: for texts and pairs
 the fields training reads scores from (rm/data/formats/attributes.py)."""
 
 

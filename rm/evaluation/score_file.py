@@ -5,7 +5,7 @@ the same reader training uses, `rm.data.sources`), so memory stays bounded by th
 file's size, and writes each record back with its reward(s) added, in input order. A record of K responses to
 one prompt (UltraFeedback, Nectar, RewardBench 2, the generic `responses` layout: detected as training detects
 them) gets `rewards`, one per response in the record's order, its prompt computed once where the layout shares.
-A model with attribute outputs (issue 26) adds `attributes: {name: value}` beside each reward.
+A model with attribute outputs adds `attributes: {name: value}` beside each reward.
 
 Which texts a record asks to score, and which fields their outputs fill (`output_fields`), is
 `rm.evaluation.record_texts`; this module turns them into rewards. Each text becomes a `ScoreSeq` (prompt ids,
@@ -245,7 +245,7 @@ def score_file(
                 rows = iter(zip(score_outputs(model, seqs, layout, batch_size, device), seqs, strict=True))
                 for record, names, origin in zip(kept, keys, origins, strict=True):
                     scored = [next(rows) for _ in names]
-                    # JSON has no NaN or Infinity: null, and a reward so counted with its record (issue 30)
+                    # JSON has no NaN or Infinity: null, and a reward so counted with its record
                     values = [[v if math.isfinite(v) else None for v in r] for r, _ in scored]
                     bad = sum(v[0] is None for v in values)
                     if bad:

@@ -1,4 +1,4 @@
-"""eval.json's `soft_calibration` (issue 26): how well P(chosen) = sigmoid(r_chosen - r_rejected) matches the soft
+"""eval.json's `soft_calibration`: how well P(chosen) = sigmoid(r_chosen - r_rejected) matches the soft
 label p a pair's preference strength maps to (`loss.strength=soft`, rm/data/formats/strength.py).
 
 A hard label says only which response is better, so the reliability table of `rm.evaluation.metrics` bins the

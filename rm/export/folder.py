@@ -123,7 +123,7 @@ EXPORT_FILES = ("README.md", "rm_config.yaml", "eval.json", "config.json", "gene
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
     """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder, and never
-    one holding a file an export does not write (issue 30: overwrite deletes only what rm wrote)."""
+    one holding a file an export does not write (overwrite deletes only what rm wrote)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not overwrite:
             raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")

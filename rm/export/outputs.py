@@ -1,4 +1,4 @@
-"""The export's named outputs (issue 26): the reward at index 0, then one regression output per attribute.
+"""The export's named outputs: the reward at index 0, then one regression output per attribute.
 
 A model trained with `model.head.attributes` has a score head of 1 + A outputs, named at build time in its
 config's `id2label` (rm/model/build.py:output_labels). The export keeps that layout as a plain
@@ -101,7 +101,7 @@ def mix_sentence(mix: dict[str, float] | None) -> str:
 
 
 def outputs_section(names: list[str], dropped: list[str], sigma: dict | None, mix: dict | None = None) -> str:
-    """The card's Outputs section: what each output is and how to read them (issue 26), and the mix the reward
+    """The card's Outputs section: what each output is and how to read them, and the mix the reward
     is (`mix_sentence`) where it is one."""
     if not names:
         left_out = (

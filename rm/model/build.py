@@ -141,3 +141,32 @@ def set_reward_mix(model: PreTrainedModel, cfg: ModelConfig) -> None:
         return
     model.config.reward_from_attributes = dict(cfg.head.reward_from_attributes)
     model.rm_reward_mix = tuple(weights)
+
+
+def given_model(
+    hf: PreTrainedModel, cfg: ModelConfig, vocab_size: int, pad_token_id: int, max_length: int = 0
+) -> PreTrainedModel:
+    """A model the caller loaded (`rm.train(model=...)`; a peft model too), used in place of `build_model`'s and
+    checked as it checks one: a linear `score` head with 1 + len(model.head.attributes) outputs, positions for
+    `max_length`, embeddings for the tokenizer's `vocab_size`, the pad id set, the reward mix marked."""
+    base = hf.get_base_model() if hasattr(hf, "get_base_model") else hf  # a PeftModel's transformers model
+    head = getattr(base, "score", None) or getattr(base, "classifier", None)
+    if not isinstance(getattr(head, "original_module", head), torch.nn.Linear):
+        raise ModelError(
+            f"model: a {type(base).__name__} has no linear `score` head, where rm reads the reward: load it with "
+            "AutoModelForSequenceClassification.from_pretrained(name, num_labels=1)"
+        )
+    outputs = 1 + len(cfg.head.attributes)
+    if base.config.num_labels != outputs:
+        raise ModelError(
+            f"model: its head has {base.config.num_labels} outputs (config.num_labels), rm trains {outputs} (the "
+            f"reward{', then model.head.attributes' if cfg.head.attributes else ''}): load it with num_labels={outputs}"
+        )
+    check_positions(max_length, base.config, "collator.max_length", "model")
+    if base.get_input_embeddings().num_embeddings < vocab_size:
+        base.resize_token_embeddings(vocab_size)
+    base.config.pad_token_id = pad_token_id
+    set_reward_mix(base, cfg)
+    if cfg.gradient_checkpointing:
+        base.activation_checkpointing_enable({"use_reentrant": False})
+    return hf

@@ -1,4 +1,4 @@
-"""Losses over groups: one prompt, K responses and what is known about their order (issue 25).
+"""Losses over groups: one prompt, K responses and what is known about their order.
 
 Every function takes the rewards of a micro-batch's responses as one flat vector `r` (the layouts' reward
 order, rm/model/reward.py:group_rewards) plus index tensors naming which responses are compared, so a
@@ -11,7 +11,7 @@ group of 2 and a group of 64 go through the same code, and a pair is a group of 
       P(a > b) = pi_a / (pi_a + pi_b + nu sqrt(pi_a pi_b)) = e^(d/2) / (e^(d/2) + e^(-d/2) + nu)
       P(a = b) = nu sqrt(pi_a pi_b) / (...)              = nu / (e^(d/2) + e^(-d/2) + nu)
   nu >= 0 says how likely ties are; at nu = 0 the strict term is Bradley-Terry's -log sigmoid(d).
-- Soft labels (issue 26): a pair whose label is a probability p rather than 1 (its preference strength,
+- Soft labels: a pair whose label is a probability p rather than 1 (its preference strength,
   rm/data/formats/strength.py) adds the cross-entropy -(p log sigmoid(d) + (1 - p) log sigmoid(-d)).
 - Plackett-Luce (Plackett, 1975; Luce, 1959): the likelihood of a whole ranking, each response chosen
   in turn from those not yet placed, P = prod_i exp(r_i) / sum_{j placed at or after i} exp(r_j). Tied
@@ -62,7 +62,7 @@ def pairwise_loss(
 
 def soft_bradley_terry(d: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """[pairs]: the cross-entropy of a soft label p against P(a > b) = sigmoid(d),
-    -(p log sigmoid(d) + (1 - p) log sigmoid(-d)) (loss.strength=soft, issue 26). p = 1 is Bradley-Terry's
+    -(p log sigmoid(d) + (1 - p) log sigmoid(-d)) (loss.strength=soft). p = 1 is Bradley-Terry's
     -log sigmoid(d); p = 0.5 at d = 0 is log 2; its minimum is at d = logit(p), a gap as sure as the label."""
     return -(p * F.logsigmoid(d) + (1 - p) * F.logsigmoid(-d))
 

@@ -10,8 +10,8 @@ applied here too, on the tokens' positions in their own sequence (not their colu
 row): a sliding window (Mistral, Gemma 2/3/4, Cohere 2…: key within `sliding_window` positions of the
 query) and chunked attention (Llama 4: query and key in the same `attention_chunk_size` chunk). Models
 whose layers differ (`config.layer_types`) get one mask per layer type, which transformers 5 models
-take as a dict keyed by layer type. Issue 13 measured the cost of ignoring this: a Mistral with
-`sliding_window=16` on 9-45-token pairs was 7.6e-2 off in the shared layout.
+take as a dict keyed by layer type. Without that, a Mistral with `sliding_window=16` on 9-45-token pairs was
+7.6e-2 off in the shared layout.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ one pair, and the loss is exactly the Bradley-Terry loss of rm/model/loss.py, te
 Davidson's tie weight nu, when learned, is a parameter of the reward model (`RewardModel.tie_nu`): trained by
 the same optimizer, saved in its checkpoints, and written into the export's config.json as `rm_davidson_nu`.
 
-With `model.head.attributes` (issue 26) the head's outputs 1..A regress each response's scores (`training_loss`):
+With `model.head.attributes` the head's outputs 1..A regress each response's scores (`training_loss`):
 a group's attribute term is the mean loss over its scored (response, attribute) entries, weighted as the
 group's preference term is, so the step normalisation stays exact; a missing score (NaN) adds nothing.
 With `loss.strength=soft` a pair with a soft label p (`pair_target`) adds the cross-entropy of p against

@@ -7,7 +7,7 @@ modeling file for plain transformers; rm loads them with its own identical class
 Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
 training does; other architectures (BERT, DeBERTa…) pool the sequence themselves (`PooledLogits`).
 
-A model with several outputs (issue 26) is read one way: output 0 is the reward, outputs 1.. are attributes
+A model with several outputs is read one way: output 0 is the reward, outputs 1.. are attributes
 named by `id2label` (`attribute_names`). rm's exports with `model.head.attributes` are written so
 (`id2label[0] == "reward"`); any other multi-output classifier is read the same way, and a log line says so.
 """

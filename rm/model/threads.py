@@ -4,7 +4,7 @@ torch starts one intra-op thread per core it sees, whatever else runs there: the
 `accelerate launch` on one node (each took every core), a CPU quota narrower than the machine, or an
 affinity mask. Threads past the cores a process gets wait on each other at every operator: on a busy 2-core
 machine `configs/hh-harmless-tiny.yaml` ran 3.70 s/step with the default against 0.98 s/step with one
-thread, and `rm eval` 12.7-15.8 s against 6.3 s (issue 29). The default here is the cores this process may
+thread, and `rm eval` 12.7-15.8 s against 6.3 s. The default here is the cores this process may
 use (its affinity mask, and a cgroup CPU quota where one is set) shared out among the processes of this run
 on the node (`LOCAL_WORLD_SIZE`, set by `accelerate launch` and torchrun). `train.num_threads` and
 `--num-threads` override it.
@@ -71,7 +71,7 @@ def busy_note(threads: int, load: float | None = None) -> str:
     """One line when the 1-minute load average says other processes already keep the cores busy, so `threads`
     would wait on each other. Measured on this 2-core machine, configs/hh-harmless-tiny.yaml, 40 steps: quiet,
     two threads 0.49 s/step against one thread's 0.90; beside one busy process, two threads 1.59 s/step
-    against one thread's 0.93 (issue 29)."""
+    against one thread's 0.93."""
     if load is None:
         try:
             load = os.getloadavg()[0]

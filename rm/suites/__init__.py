@@ -1,1 +1,1 @@
-"""The leaderboards' own evaluation suites: RewardBench 1 and 2, RM-Bench (issue 28)."""
+"""The leaderboards' own evaluation suites: RewardBench 1 and 2, RM-Bench."""

@@ -28,7 +28,7 @@ log = logging.getLogger("rm")
 
 def bpe_texts(pairs: list[Example], n: int, seed: int) -> list[str]:
     """The texts of at most `n` training pairs or groups (a seeded sample; 0: all): 20,000 HH pairs learn an 8k
-    vocabulary in about 5 s, all 160,000 in about 43 s (issue 12)."""
+    vocabulary in about 5 s, all 160,000 in about 43 s."""
     if n and len(pairs) > n:
         pairs = random.Random(seed).sample(pairs, n)
     return [t for p in pairs for t in (p.prompt, *responses_of(p))]

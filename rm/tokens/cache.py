@@ -1,5 +1,5 @@
 """Tokenized data on disk, keyed by everything that changes it, so a second run skips reading, parsing and
-tokenizing (issue 12).
+tokenizing.
 
 An entry is a folder `<cache_dir>/<kind>-<key>`: what it holds is `rm/tokens/entry.py`'s business (encoded
 splits as memory-mapped Arrow files and JSON) or a tokenizer folder (`rm/tokens/bpe.py`); this module only
@@ -143,7 +143,7 @@ def new_entry(root: Path, name: str) -> Path:
 @contextmanager
 def building(root: Path, name: str) -> Iterator[Path]:
     """`new_entry`'s folder for the block to fill; if the block fails (a full disk), the folder goes at once
-    rather than holding its space until a later build finds it stale (`STALE_TMP_S`, issue 30)."""
+    rather than holding its space until a later build finds it stale (`STALE_TMP_S`)."""
     tmp = new_entry(root, name)
     try:
         yield tmp

@@ -163,7 +163,7 @@ def encode_kept(
 
     `consume`: the caller hands `pairs` over; each chunk's items leave the list once encoded (it ends empty), so
     their texts are freed while the ids grow: the cold run of scripts/bench_data.py on the real-HH variant
-    peaked at 1.10 GiB during encoding with the texts held to the end (issue 24)."""
+    peaked at 1.10 GiB during encoding with the texts held to the end."""
     prefix = special_prefix(tokenizer)
     index = {name: i for i, name in enumerate(subset_names)}
     report = EncodeReport()
@@ -244,7 +244,7 @@ def release_texts(data: LoadedData) -> None:
 
     On 160,000 + 8,000 HH pairs the texts hold about 330 MiB that training never reads again. Most of
     it is in strings too large for Python's small-object allocator, which glibc keeps after they are
-    freed: RSS fell by 40 MiB without `malloc_trim`, by 190 MiB with it (issue 12). The report stays.
+    freed: RSS fell by 40 MiB without `malloc_trim`, by 190 MiB with it. The report stays.
     """
     data.train, data.eval = [], []
     hand_back_memory()

@@ -2,11 +2,11 @@
 spread over the cores whatever `TOKENIZERS_PARALLELISM` says.
 
 A fast tokenizer's batch call costs a fraction of one call per text (20,000 HH pairs took 61,229
-single-text calls at about 250 us each, issue 12), and calling the Rust tokenizer directly skips
+single-text calls at about 250 us each), and calling the Rust tokenizer directly skips
 transformers turning every encoding into a dict of lists (15% of the tokenizing time on 160,000 HH pairs).
 
 `rm train` sets `TOKENIZERS_PARALLELISM=false` (as does the Makefile), which kept the Rust batch call on
-one core: 1,277 pairs/s where bench_data.py, run without it, tokenized 2,772 pairs/s (issue 24). The
+one core: 1,277 pairs/s where bench_data.py, run without it, tokenized 2,772 pairs/s. The
 variable is there because the Rust thread pool does not survive a fork (a forked child that used it would
 hang). So the batch is split here, over Python threads (the Rust call releases the GIL): every core is
 busy, the setting is left alone, and a forked child (`data.num_proc`) starts threads of its own. 20,000 real
@@ -43,7 +43,7 @@ OFF = ("false", "f", "off", "0", "no", "n")
 def library_threads_off() -> bool:
     """Whether TOKENIZERS_PARALLELISM keeps the library's own batch call on one core. Only then does rm split the
     batch over threads: with the library's threads on too, both pools shared 2 cores and the cold run of
-    scripts/bench_data.py tokenized at 3,244 pairs/s instead of 5,730 (issue 24)."""
+    scripts/bench_data.py tokenized at 3,244 pairs/s instead of 5,730."""
     return os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower() in OFF
 
 
@@ -53,7 +53,7 @@ def batch_ids(tokenizer: PreTrainedTokenizerBase, direct: bool = True) -> tuple[
 
     For a plain fast tokenizer this calls the Rust tokenizer's `encode_batch_fast` directly, in shares over
     `THREADS` threads: the same ids, in order, without transformers turning every encoding into a dict of lists
-    (15% of the tokenizing time on 160,000 HH pairs, issue 12) or computing offsets. Tokenizers whose class
+    (15% of the tokenizing time on 160,000 HH pairs) or computing offsets. Tokenizers whose class
     changes how text is encoded, or whose backend would truncate or pad, go through transformers' call;
     `CheckedIds` checks the two agree on the first texts before trusting the direct one.
     """
@@ -111,7 +111,7 @@ class CheckedIds:
 
 def ids_ahead(many: Callable[[list[str]], list], batches: Iterable[list[str]]) -> Iterator[list]:
     """`many(batch)` for each batch in order, the next batch tokenizing on a thread while the caller works on this
-    one (fitting, Arrow), so the cores stay busy: 40,000 real HH pairs went from 3,941 to 4,480 pairs/s (issue 24).
+    one (fitting, Arrow), so the cores stay busy: 40,000 real HH pairs went from 3,941 to 4,480 pairs/s.
     The first batch is tokenized alone, so a `CheckedIds` check settles before any other batch starts; one batch
     more is alive at a time."""
     batches = iter(batches)

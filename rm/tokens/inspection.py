@@ -6,7 +6,7 @@ pairs part before the final turn, what `max_length` would truncate or drop (by t
 `encode_pairs`), and every record left out or repaired with its reason. Red-team transcripts, which
 training refuses, are described as transcripts.
 
-Groups (K responses to one prompt, issue 25) are described by what a loss sees in them: how many groups have
+Groups (K responses to one prompt) are described by what a loss sees in them: how many groups have
 each K, the strictly ordered and the tied pairs among their responses, and how many groups rank every response
 apart (a total order) rather than only some (ties, or merged pairwise records that leave pairs unordered).
 Their token lengths are per response, per sequence (prompt + longest response: what `max_length` bounds)

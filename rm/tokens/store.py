@@ -4,7 +4,7 @@ The unit is a group: one prompt and its K >= 2 responses, with what is known abo
 best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
 `list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object); an Arrow `list<int32>`
 column costs 4, and a memory-mapped one costs nothing until read and is shared by every process that maps the same
-file (issue 12: 2.3 GiB peak on 160,000 + 8,000 HH pairs). Files: rm/tokens/entry.py (write_split, read_split).
+file (Python lists peaked at 2.3 GiB on 160,000 + 8,000 HH pairs). Files: rm/tokens/entry.py (write_split, read_split).
 
 `EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives
 an `EncodedGroup` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
@@ -40,7 +40,7 @@ SCHEMA = pa.schema(
 """The columns of an encoded split (an Arrow cache file holds exactly these, or `schema_with`'s)."""
 OPTIONAL = {"attributes": pa.list_(pa.float64()), "target": pa.float64()}
 """Columns after SCHEMA's, in this order, only in runs with `model.head.attributes` (flat [responses x A] scores,
-NaN = missing) or `loss.strength=soft` (a pair's soft label p, NaN = hard) (issue 26): else exactly SCHEMA."""
+NaN = missing) or `loss.strength=soft` (a pair's soft label p, NaN = hard): else exactly SCHEMA."""
 
 
 def schema_with(scored: bool = False, targeted: bool = False) -> pa.Schema:

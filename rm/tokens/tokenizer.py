@@ -47,7 +47,7 @@ WORD_CACHE = 1 << 18
 """Words a loaded BPE model remembers the merges of. The library's default, 10,000, stops caching once full:
 scripts/make_scale_data.py's 160,000 pairs hold 16,238 distinct words (plus one tag a pair in its tagged
 variant), so the rest were merged afresh each time they came, and 30,000 pairs tokenized 17-20% slower
-(median of 3, both variants; issue 24). The ids are the same; the cold run's peak RSS went from 1.03 to
+(median of 3, both variants). The ids are the same; the cold run's peak RSS went from 1.03 to
 1.10 GiB on the tagged variant, whose tags fill the cache."""
 
 PARALLELISM = "TOKENIZERS_PARALLELISM"
@@ -60,7 +60,7 @@ def rust_threads() -> Iterator[None]:
     """The tokenizers library's own threads (Rayon) for the calls inside, even under TOKENIZERS_PARALLELISM=false.
 
     `rm train` and the Makefile set it, which left BPE training on one core: 8.0 s for an 8k vocabulary on
-    20,000 real HH pairs, 3.2 s on two (issue 24). The setting guards a forked child, whose parent's Rayon
+    20,000 real HH pairs, 3.2 s on two. The setting guards a forked child, whose parent's Rayon
     threads did not come along: so a forked process keeps it as it is, and it is put back afterwards, so the
     children of a later fork (`data.num_proc`) stay off Rayon. Unset, the library uses its threads anyway.
     """

@@ -11,7 +11,7 @@ the files to disk, writes `complete.json` last (the size and CRC-32 of every oth
 and renames the folder to `step-N`. A `step-N` saved again (a run resumed from an earlier checkpoint) is
 renamed aside first and deleted after, never emptied file by file, so a kill at any instant leaves one whole
 checkpoint of that step. Only a checkpoint whose marker's sizes and checksums hold is resumed: `resume=auto`
-skips a damaged one, saying which and why, for the newest that verifies (issue 30). Weights that are not
+skips a damaged one, saying which and why, for the newest that verifies. Weights that are not
 finite are never saved: a diverging run keeps its last finite checkpoint, which pruning cannot reach. Finite weights
 whose rewards are not finite are saved marked diverged (rm/training/faults.py): pruning keeps the newest good
 checkpoint beside them, and resume=auto passes over them as over a damaged one.
@@ -57,7 +57,8 @@ log = logging.getLogger("rm")
 
 PLAN_KEYS = ("train.batch_size", "collator.max_tokens", "collator.pack_length", "collator.group_pairs")
 """Settings that change which pairs an epoch's micro-batches hold: a run stopped inside an epoch resumes with the
-same values, or its next steps would draw pairs it already saw (issue 30: 64 -> 32 at step 20 re-trained them)."""
+same values, or its next steps would draw pairs it already saw (train.batch_size 64 -> 32 at step 20 re-trained
+them)."""
 
 
 @dataclass

@@ -141,7 +141,8 @@ def skip_nonfinite(
 
 def finite_weights(accelerator: Accelerator, model: torch.nn.Module) -> bool:
     """Whether every process's weights (its shards, under FSDP or DeepSpeed) are finite: one reduction, so that a
-    diverged model is never checkpointed (issue 30: a run kept only non-finite checkpoints, pruning the last good)."""
+    diverged model is never checkpointed (else pruning could leave a run only non-finite checkpoints, the last good
+    one gone)."""
     shards = [local_shard(p.detach()) for p in model.parameters()]
     flags = [torch.isfinite(t).all() for t in shards if t.numel()]
     bad = (~torch.stack(flags)).sum() if flags else torch.zeros(())

@@ -178,7 +178,7 @@ def epoch_batches(run: Run) -> Iterator[tuple[dict, float]]:
     step_pairs = run.train_batches.step_pairs()
     slots, device = run.accelerator.num_processes * accum, run.accelerator.device
     # iter(DataLoader) draws a worker seed from the global RNG: a resumed run makes its iterator where the
-    # uninterrupted one did not, so that draw would shift every dropout mask after it (issue 30: 8.2e-3 apart
+    # uninterrupted one did not, so that draw would shift every dropout mask after it (8.2e-3 apart
     # with dropout 0.3). Drawn on a fork, it leaves the RNG as the checkpoint restored it.
     with torch.random.fork_rng(devices=[]):
         batches = iter(run.train_loader)

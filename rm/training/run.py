@@ -17,7 +17,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
@@ -32,7 +32,7 @@ from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
 from rm.export.restore import rewards_not_finite
-from rm.model.build import build_model
+from rm.model.build import build_model, given_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.objective import group_weights, loss_parameters
 from rm.model.probe import choose_layout
@@ -60,6 +60,9 @@ def main(
     cfg: RunConfig,
     on_batch: Callable[[dict, torch.Tensor], None] | None = None,
     on_eval: Callable[[int, dict], None] | None = None,
+    *,
+    given: PreTrainedModel | None = None,
+    write_data: Callable[[Path], None] | None = None,
 ) -> dict:
     """Train, evaluate and export one run; return the final eval result (as written to eval.json).
 
@@ -67,6 +70,8 @@ def main(
     to count pairs and tokens without a second copy of the loop. `on_eval(step, result)` is called on
     every process after each periodic eval (`train.eval_steps`); a sweep reports it to its study and
     stops a weak trial by raising from it (rm/sweep/trial.py).
+    `given`: a loaded model trained in place of the config's (one process); `write_data(<output_dir>/data)` writes
+    the data on the main process inside the claim, so the files are recorded as the run's (train.overwrite's).
     """
     started = time.perf_counter()
     cfg = absolute_paths(cfg)  # as its saved config.yaml says, so that a resumed run reads the same paths
@@ -82,10 +87,12 @@ def main(
             resume_from = checkpoint.resume_point(cfg) if cfg.train.resume else None
             cfg = checkpoint.checked_resume(cfg, resume_from, accelerator.num_processes)
             with unclaimed(cfg, where, accelerator.is_main_process) as ours:  # a failure leaves output_dir as it was
-                data = load_and_encode(cfg, accelerator)
+                if write_data is not None and accelerator.is_main_process:
+                    write_data(RunDir(cfg.output_dir).data)
+                data = load_and_encode(cfg, accelerator)  # prepare_data: the main process first, the others after
                 suites = suite_evals(cfg, data.tokenizer, accelerator)  # train.eval_suites: read before training
                 with explain_oom(cfg, "loading the model"):
-                    model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer)
+                    model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer, given)
                 accelerator.wait_for_everyone()
             if accelerator.is_main_process:
                 claim_output_dir(cfg, ours)  # training starts: the folder is this run's
@@ -150,12 +157,14 @@ def check_not_empty(cfg: RunConfig, data: Prepared) -> None:
 
 
 def build_reward_model(
-    cfg: RunConfig, accelerator: Accelerator, tokenizer: PreTrainedTokenizerBase
+    cfg: RunConfig, accelerator: Accelerator, tokenizer: PreTrainedTokenizerBase, given: PreTrainedModel | None = None
 ) -> tuple[RewardModel, str, Callable[[], RewardModel]]:
-    """The reward model on this process's device, the batch layout it gets, and how to build a fresh copy."""
+    """The reward model (the `given` one, if any) on this process's device, its batch layout, how to build a copy."""
 
     def new_model(quantized: bool = False) -> RewardModel:
-        if quantized:
+        if given is not None:
+            hf = given_model(given, cfg.model, len(tokenizer), tokenizer.pad_token_id, cfg.collator.max_length)
+        elif quantized:
             hf = load_4bit(cfg.model, len(tokenizer), tokenizer.pad_token_id, accelerator.local_process_index)
         else:
             max_length = cfg.collator.max_length  # refused above the model's position limit

@@ -1,4 +1,4 @@
-"""One run at a time in an output_dir: an exclusive lock, held by the main process for the run's life (issue 30).
+"""One run at a time in an output_dir: an exclusive lock, held by the main process for the run's life.
 
 Two processes on one run directory corrupted each other: a second `train.resume=auto` pruned the first's
 checkpoint from under it (and `prune()` takes every `.partial-*` folder it sees), a second `overwrite=true`

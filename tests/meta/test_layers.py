@@ -72,3 +72,27 @@ def test_a_folder_outside_the_layers_is_refused(copy):
     (copy / "utils" / "__init__.py").write_text("")
     (found,) = checker().problems(copy)
     assert "utils: not a layer" in found
+
+
+def test_the_api_is_the_top_layer_and_a_back_import_into_it_is_caught(copy):
+    late = "\n\ndef _late():\n    from rm.api.training import train\n\n    return train\n"
+    append(copy / "training" / "loop.py", late)
+    found = checker().problems(copy)
+    assert "rm.training.loop (training) imports rm.api.training (api)" in found[0]
+    assert checker().LAYERS[-1] == "api" and checker().layer("rm") == checker().LAYERS.index("api")
+
+
+def test_rm_init_is_in_the_api_layer_so_the_client_may_not_import_the_package_for_its_api(copy):
+    """rm/__init__.py imports rm.api when `rm.load` is read: the torch-free client reading it would import torch."""
+    append(copy / "client" / "calls.py", "\nfrom rm import load  # noqa\n")
+    found = checker().problems(copy)
+    assert any("rm.client.calls (client) imports rm (api)" in line for line in found), found
+
+
+def test_reading_rm_version_alone_imports_nothing_above(copy):
+    """`rm.__version__` is defined in rm/__init__.py itself; reading it runs none of the lazy imports."""
+    append(copy / "data" / "load.py", "\nimport rm\nfrom rm import __version__  # noqa\n\nVERSION = rm.__version__\n")
+    assert checker().problems(copy) == []
+    append(copy / "data" / "load.py", "\nTRAIN = rm.train\n")
+    (found, *_) = checker().problems(copy)
+    assert "rm.data.load (data) imports rm (api)" in found

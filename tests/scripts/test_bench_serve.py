@@ -91,3 +91,34 @@ def test_load_counts_wrong_replies_as_errors():
     assert out["first_error"] == 'HTTP 200: {"rewards":[0.5]}'  # one reward for two texts
     # the clients spend a third of their time on wrong replies: 2/3 of 4 / 20 ms requests/s are answers
     assert out["requests_per_s"] == pytest.approx(2 / 3 * 200, rel=0.25)
+
+
+def test_the_request_pool_is_what_fits_whole_with_the_exported_tokenizers_counts(tmp_path):
+    """10 HH pairs; request i is pair i's prompt with the answers of pairs i..i+3 (mod 10). Pair 9's rejected
+    answer runs past 512 tokens (requests 6 to 9 hold it), pair 2's chosen answer holds a later turn (requests 9, 0,
+    1 and 2 hold it) and pair 4's prompt alone runs past 512 tokens: only requests 3 and 5 are kept. The reference
+    for the token counts is the exported tokenizer on each text."""
+    from transformers import AutoTokenizer
+
+    records = []
+    for i in range(10):
+        prompt = f"\n\nHuman: question {i} about apples{f' red{i}' * 600 if i == 4 else ''}?\n\nAssistant:"
+        chosen = f" kind {i}" + ("\n\nHuman: more?\n\nAssistant: yes" if i == 2 else "")
+        rejected = f" a rude reply number {i}" + (f" very{i}" * 700 if i == 9 else "")
+        records.append({"chosen": prompt + chosen, "rejected": prompt + rejected})
+    data = tmp_path / "hh.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    pool = bench_serve.prepare(data, tmp_path / "small", "small", 0)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "small" / "export")
+
+    def n(text: str) -> int:
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    assert pool["pairs"] == 10 and [r["prompt"] for r in pool["requests"]] == [
+        f"\n\nHuman: question {i} about apples?\n\nAssistant:" for i in (3, 5)
+    ]
+    for r in pool["requests"]:
+        assert len(r["completions"]) == bench_serve.GROUP and r["prompt_tokens"] == n(r["prompt"])
+        assert r["completion_tokens"] == [n(c) for c in r["completions"]]
+        assert r["prompt_tokens"] + max(r["completion_tokens"]) <= bench_serve.MAX_LENGTH
+    assert json.loads((tmp_path / "small" / "requests.json").read_text()) == pool  # read back on the next run

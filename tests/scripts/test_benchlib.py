@@ -164,3 +164,50 @@ def test_bench_pairs_keep_exactly_the_pairs_that_fit_whole(tmp_path):
         if fits:
             assert (bench.train + bench.eval)[kept.index(record)] == ids
     assert bench.dropped == len(records) - len(kept) and 0 < len(kept) < len(records)
+
+
+def test_prepare_keeps_an_item_only_where_rms_fitting_leaves_it_whole(tmp_path):
+    """The reference is the length arithmetic on a BPE trained apart on the same texts: an item is kept with the ids
+    its texts give exactly when its prompt and longest response fit max_length (this tokenizer puts nothing in
+    front). max_length is the length of one pair, so that pair fits at the limit; a multi-turn prompt rm would cut,
+    a pair a token longer and a group whose long response rm would drop (keeping the other two) are all left out."""
+    from rm.data.formats.group import Group
+    from rm.data.formats.pair import Pair
+    from rm.tokens.bpe import bpe_texts
+    from rm.tokens.tokenizer import train_bpe
+
+    turn = "\n\nHuman: question {} about apples?\n\nAssistant: an answer about pears."
+    pairs = [
+        Pair(turn.format(1) + "\n\nHuman: and one?\n\nAssistant:", " yes one", " no one", "s"),  # at the limit
+        Pair(turn.format(2) + "\n\nHuman: and two?\n\nAssistant:", " yes two", " no two pears", "s"),
+        Pair("".join(turn.format(k) for k in range(9)) + "\n\nHuman: and three?\n\nAssistant:", " yes", " no", "s"),
+        Pair("\n\nHuman: short?\n\nAssistant:", " yes", " no", "s"),
+    ]
+    groups = [
+        Group("\n\nHuman: pick?\n\nAssistant:", (" a", " b", " c" + " more" * 40), (0, 1, 2), "s"),
+        Group("\n\nHuman: pick again?\n\nAssistant:", (" a", " b", " c"), (0, 1, 2), "s"),
+    ]
+    reference = train_bpe(bpe_texts(pairs + groups, 0, 0), 400)
+
+    def ids(text: str) -> list[int]:
+        return reference(text, add_special_tokens=False)["input_ids"]
+
+    def length(item) -> int:
+        texts = (item.chosen, item.rejected) if isinstance(item, Pair) else item.responses
+        return len(ids(item.prompt)) + max(len(ids(t)) for t in texts)
+
+    limit = length(pairs[0])
+    assert length(pairs[1]) == limit + 1 and length(pairs[2]) > limit > length(pairs[3])  # the cases are as named
+    assert length(groups[0]) > limit > length(groups[1])
+
+    got = benchlib.prepare(pairs + groups, {"pairs": pairs, "groups": groups}, tmp_path, 400, limit)
+    assert reference("a")["input_ids"] == reference.encode("a", add_special_tokens=False)  # nothing in front
+    assert got.tokenizer.get_vocab() == reference.get_vocab()
+    assert (tmp_path / "tokenizer" / "tokenizer.json").is_file() and got.tokenizer_dir == tmp_path / "tokenizer"
+    whole = {"prompt": ids(pairs[0].prompt), "responses": [ids(pairs[0].chosen), ids(pairs[0].rejected)]}
+    short = {"prompt": ids(pairs[3].prompt), "responses": [ids(" yes"), ids(" no")]}
+    assert got.fitted["pairs"] == [whole, None, None, short]
+    again = {"prompt": ids(groups[1].prompt), "responses": [ids(" a"), ids(" b"), ids(" c")]}
+    assert got.fitted["groups"] == [None, again]
+    chosen, rejected = whole["responses"]
+    assert benchlib.as_pair(whole) == {"prompt": whole["prompt"], "chosen": chosen, "rejected": rejected}

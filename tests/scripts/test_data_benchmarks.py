@@ -1,4 +1,4 @@
-"""The data benchmarks' inputs and plumbing (issue 24): the tagged scale set is the real file word for word but
+"""The data benchmarks' inputs and plumbing: the tagged scale set is the real file word for word but
 for one unique tag a pair, and bench_data.py runs with a tokenizer loaded by path. Nothing here is timed."""
 
 import gzip
@@ -75,3 +75,21 @@ def test_bench_data_runs_with_a_tokenizer_loaded_by_path(tmp_path):
     assert f"tokenizer.name_or_path={saved.resolve()}" in args and not any("vocab_size" in a for a in args)
     line, rss = bench_data.run(REPO, data, tmp_path / "run", [], saved)
     assert line.startswith("FIRST ") and " pairs/s (" in line and rss > 0
+
+
+def test_the_source_is_a_parameter_and_an_option(tmp_path, monkeypatch):
+    """No module global to patch: `records(..., source=)` and `--source` copy the pairs of the file named."""
+    pair = {
+        "chosen": "\n\nHuman: one two three\n\nAssistant: yes",
+        "rejected": "\n\nHuman: one two three\n\nAssistant: no",
+    }
+    source = tmp_path / "hh.jsonl"
+    source.write_text(json.dumps(pair) + "\n")
+    records = make_scale_data.records(2, 1, variant="tagged", source=source)
+    assert records["harmless-base"][0]["chosen"] == "\n\nHuman: [#000000] one two three\n\nAssistant: yes"
+    assert all(len(rows) == 3 for rows in records.values())
+    argv = ["make_scale_data.py", str(tmp_path / "out"), "--train", "2", "--test", "1", "--variant", "tagged"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--source", str(source)])
+    make_scale_data.main()
+    with gzip.open(tmp_path / "out" / "helpful-base" / "test.jsonl.gz", "rt", encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == records["helpful-base"][2:]

@@ -43,3 +43,24 @@ def test_groups_pairs_and_heldout_agree_with_the_source(tmp_path):
         for pair, (a, b) in zip(binarized, want, strict=True):
             want_text = (group.prompt, group.responses[a], group.responses[b])
             assert split_pair(pair["chosen"], pair["rejected"]) == want_text
+
+
+def test_the_source_is_a_parameter_and_an_option(tmp_path, monkeypatch, capsys):
+    """No module global to patch: `write(..., source=)` and `--source` read the file named (gzipped or not).
+    5 pairs, the last 20% (1) held out: 4 train groups of 24 pairs."""
+    records = [
+        {"chosen": f"\n\nHuman: q{i}?\n\nAssistant: yes {i}", "rejected": f"\n\nHuman: q{i}?\n\nAssistant: no {i}"}
+        for i in range(5)
+    ]
+    plain = tmp_path / "hh.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in records))
+    packed = tmp_path / "hh.jsonl.gz"
+    with gzip.open(packed, "wt", encoding="utf-8") as f:
+        f.write(plain.read_text())
+    assert make_group_data.write(tmp_path / "a", source=plain) == {"groups": 4, "pairs": 24, "heldout": 1}
+    monkeypatch.setattr(sys, "argv", ["make_group_data.py", str(tmp_path / "b"), "--source", str(packed)])
+    make_group_data.main()
+    assert "4 train groups of 4 (24 pairs), 1 held-out" in capsys.readouterr().out
+    for name in ("groups/train.jsonl", "pairs/train.jsonl", "heldout/test.jsonl"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    assert json.loads((tmp_path / "a" / "heldout" / "test.jsonl").read_text()) == records[4]

@@ -18,7 +18,7 @@ on spaces (Japanese has none between words); the messages are rendered like any 
 Three opt-in options (`data.argilla.*`), each counted in the report: a margin from the ratings,
 dropping pairs the annotators rated the other way, and extra pairs from the edits.
 
-The ratings as an attribute (issue 26): with `model.head.attributes` naming `rating` (RATING), a response's
+The ratings as an attribute: with `model.head.attributes` naming `rating` (RATING), a response's
 `rating` score is the mean of its submitted annotators' ratings (1-5; none submitted: missing), and the data
 report's `argilla.annotators_per_response` counts the responses by how many annotators rated them. Other
 attribute names are read from `chosen_attributes`/`rejected_attributes`, as for any pair.

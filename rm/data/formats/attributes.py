@@ -1,4 +1,4 @@
-"""Per-response attribute scores (issue 26): the ratings a multi-attribute head regresses on, beside the order.
+"""Per-response attribute scores: the ratings a multi-attribute head regresses on, beside the order.
 
 `model.head.attributes` names them; only then is anything read, so a run without attributes parses every
 record exactly as before. Each response gets one value per configured name, in the config's order, NaN where

@@ -1,4 +1,4 @@
-"""One prompt and K ranked responses as text, and the checks every K-response format shares (issue 25).
+"""One prompt and K ranked responses as text, and the checks every K-response format shares.
 
 A pair is the K = 2 case with ranks (0, 1); K-response records (UltraFeedback's ratings, Nectar's ranks,
 RewardBench 2's chosen and rejected lists) become a `Group` whose ranks say what is known about the order:

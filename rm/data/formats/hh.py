@@ -48,7 +48,7 @@ def split_pair(chosen: str, rejected: str) -> tuple[str, str, str]:
     The prompt ends on the "\\n\\nAssistant:" tag of the turn `rm.data.formats.turns.split_index` picks.
     Raises `RecordError` (a ValueError) for identical or unsplittable conversations. Turns are compared as
     (tag, text) tuples rather than `Turn`s: building and comparing 836,850 dataclasses was a third of
-    reading 168,000 HH records (issue 24).
+    reading 168,000 HH records.
     """
     c, r = _tag_text(chosen), _tag_text(rejected)
     k = split_index(c, r, lambda t: t[0] == ASSISTANT)

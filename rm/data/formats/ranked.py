@@ -1,4 +1,4 @@
-"""Record formats with K responses to one prompt (issue 25), each in its dataset's published field names:
+"""Record formats with K responses to one prompt, each in its dataset's published field names:
 
 | format | a record |
 | --- | --- |

@@ -1,4 +1,4 @@
-"""Preference strength as soft labels (issue 26): how much better chosen is, made the target of P(chosen > rejected).
+"""Preference strength as soft labels: how much better chosen is, made the target of P(chosen > rejected).
 
 Read only with `loss.strength=soft` (`ParseContext.strength`), so a run without it parses every record as before.
 A pair's strength s comes from, in this order:

@@ -1,0 +1,146 @@
+"""`rm.load(source)`: a trained reward model from Python, with `score` (what `rm score` writes) and `evaluate` (what
+`rm eval` writes to eval.json).
+
+`source` is what `rm serve` takes: an export folder, a run directory (its export, or its newest checkpoint rebuilt
+as `rm export` rebuilds it), one of its checkpoints, or a Hub id; it is loaded by the server's own loader
+(rm/serve/scorer.py). `score` encodes each record with `rm score`'s functions (`texts_of`, `encode_texts`,
+`score_outputs`: the same text, the same fitting into max_length, the same batch layout), so its rewards are the
+ones `rm score` writes for the same records. `evaluate` is `rm eval` (`evaluate_model`) on the loaded model's folder.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rm.api.given_data import Data, is_path, jsonl_text, records_of
+from rm.config import load_config
+from rm.config.atomic import write_text
+from rm.config.loader import saved_split_version
+from rm.data.data_report import DataReport
+from rm.errors import ModelError, RecordError
+from rm.evaluation.eval_report import EvalOptions, evaluate_model
+from rm.evaluation.record_texts import output_fields, texts_of
+from rm.evaluation.score_file import encode_texts, score_outputs
+from rm.serve.scorer import Scorer, exported, load_scorer
+
+Scored = float | None | dict[str, Any]
+"""One input's result: a text's reward (None where not finite), or a record's output fields."""
+
+
+class LoadedModel:
+    """A reward model loaded by `rm.load`: `score` texts, records and groups; `evaluate` preference data."""
+
+    def __init__(self, source: str, scorer: Scorer):
+        self.source = source
+        self.scorer = scorer
+        """The loaded model, its tokenizer, max_length and batch layout (rm/serve/scorer.py)."""
+
+    @property
+    def max_length(self) -> int:
+        """Tokens of prompt + response: the run's collator.max_length where the folder says it, else the model's."""
+        return self.scorer.max_length
+
+    def score(self, data: str | dict | Sequence[str | dict], *, batch_size: int = 16) -> Scored | list[Scored]:
+        """Rewards, as `rm score` gives them for the same input.
+
+        - a text (str) -> its reward (a float; None where the model overflows, as `rm score` writes null);
+        - a record (dict of any shape `rm score` reads: `text`, `prompt` + `response`, `chosen` + `rejected`,
+          message lists, a group `{"prompt": ..., "responses": [...]}` and the other K-response formats) -> the
+          fields `rm score` adds to it: `reward`, or `chosen_reward` and `rejected_reward`, or `rewards` (one per
+          response, in order); `attributes` for a model with attribute outputs; `truncated: True` where a text was
+          cut to fit max_length;
+        - a list of these -> a list of their results, in order.
+
+        A record that cannot be scored raises `rm.errors.DataError` naming it (`input[3]: field 'chosen' ...`).
+        """
+        one = isinstance(data, str | dict)
+        items = [data] if one else list(data)
+        s = self.scorer
+        report = DataReport(repair_always=True)
+        seqs, keys = [], []
+        for i, item in enumerate(items):
+            record = {"text": item} if isinstance(item, str) else item
+            origin = "input" if one else f"input[{i}]"
+            try:
+                parts = texts_of(dict(record) if isinstance(record, dict) else record, origin, "", s.renderer, report)
+                seqs.append(encode_texts(s.tokenizer, parts, s.max_length, s.prefix))
+            except RecordError as e:
+                report.reject(origin, e)  # raises DataError: a caller's list has no record to skip quietly
+            keys.append([t.key for t in parts])
+        flat = [seq for group in seqs for seq in group]
+        rows = iter(score_outputs(s.model, flat, s.layout, batch_size, s.device))
+        out: list[Scored] = []
+        for item, names, group in zip(items, keys, seqs, strict=True):
+            values = [[v if math.isfinite(v) else None for v in next(rows)] for _ in names]
+            fields = output_fields(names, values, s.attributes)
+            if any(seq.truncated for seq in group):
+                fields["truncated"] = True
+            out.append(fields["reward"] if isinstance(item, str) else fields)
+        return out[0] if one else out
+
+    def evaluate(
+        self,
+        data: Data,
+        *,
+        out: str | Path | None = None,
+        split: str = "test",
+        holdout: float = 0.0,
+        split_seed: int = 0,
+        batch_size: int = 16,
+        samples: int = 1000,
+        seed: int = 0,
+        overrides: Sequence[str] = (),
+    ) -> dict:
+        """`rm eval --model SOURCE --data DATA`: the dict it writes to eval.json (`overall`, `subsets`,
+        `calibration`, `length_bins`, `eval`, and for groups and attributes their blocks), NaN where a metric is
+        undefined (eval.json writes null). `data`: a path or Hub name (its `split`; with `holdout`, the held-out
+        fraction of it drawn as the model's run drew it), a `datasets.Dataset` or a list of records (scored whole).
+        `out`: where report.md, report.html, rewards.jsonl and the plots go (default: a temporary folder, removed).
+        `overrides`: `rm eval --set` data keys (`format=nectar`, `columns.prompt=question`)."""
+        folder = exported(self.source)
+        if not (Path(folder) / "config.json").is_file():
+            raise ModelError(
+                f"{self.source}: evaluate needs an export folder (a run directory with export/, or a model); export "
+                f"this one first: python -m rm export {self.source} --out DIR"
+            )
+        options = EvalOptions(batch_size=batch_size, max_length=self.max_length, samples=samples, seed=seed)
+        cfg = load_config(None, [f"data.{o}" for o in overrides]).data
+        with tempfile.TemporaryDirectory(prefix="rm-evaluate-") as tmp:
+            if is_path(data):
+                cfg = replace(cfg, source=str(data), eval_split=split)
+            else:
+                written = Path(tmp) / "data" / "eval.jsonl"
+                written.parent.mkdir()
+                write_text(written, jsonl_text(records_of(data, "data"), "data"))
+                cfg = replace(cfg, source=str(written), eval_split=split)
+            if holdout:
+                saved = Path(folder) / "rm_config.yaml"
+                version = saved_split_version(saved) if saved.is_file() else cfg.split_version
+                held = {"train_split": split, "eval_split": "", "eval_fraction": holdout, "split_version": version}
+                cfg = replace(cfg, split_seed=split_seed, **held)
+            return evaluate_model(folder, cfg, out or Path(tmp) / "report", options)
+
+
+def load(
+    source: str | Path, *, device: str = "auto", dtype: str = "float32", max_length: int = 0, num_threads: int = 0
+) -> LoadedModel:
+    """The reward model at `source` (an export folder, a run directory, a checkpoint or a Hub id), on `device`
+    ("auto": the GPU where there is one). `max_length` 0: the run's collator.max_length saved with it, else the
+    model's position limit (at most 2048), as `rm score` picks it."""
+    name = str(Path(source).expanduser()) if Path(str(source)).expanduser().exists() else str(source)
+    scorer = load_scorer(
+        name,
+        device=device,
+        dtype=dtype,
+        trust_remote_code=False,
+        max_length=max_length,
+        normalize=False,
+        num_threads=num_threads,
+        prefix_cache=False,
+    )
+    return LoadedModel(name, scorer)
