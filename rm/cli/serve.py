@@ -17,7 +17,7 @@ def add(sub) -> None:
         description="Serve MODEL over HTTP with the rewards `rm score` gives. Concurrent requests are coalesced "
         "into token-budgeted batches; a group's responses share one computation of their prompt. Binds 127.0.0.1 "
         "unless --host says otherwise; any other address needs an API key (RM_API_KEY or --api-key). SIGTERM or "
-        "Ctrl-C finishes the requests in flight and exits 0.",
+        "Ctrl-C finishes the requests in flight (for up to --drain-seconds) and exits 0.",
     )
     p.add_argument("model", help="an rm export, a run directory, or a sequence-classification folder or Hub name")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -60,6 +60,34 @@ def add(sub) -> None:
         help="score groups in the shared layout's packed rows, not on each prompt's cached keys and values",
     )
     add_loading_args(p)
+    p.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (repeatable; * for any). Default: a loopback server "
+        "answers only localhost, 127.x.x.x and [::1], so that no web page can reach it by DNS rebinding; a "
+        "non-loopback one answers any name",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a client has to send a request's head, and again its body, before a 408 (default 60)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=512,
+        help="open connections per worker; more are answered 503 (default 512, lowered to fit the open-file limit)",
+    )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, how long requests in flight may take before they are answered 503 (default 30)",
+    )
     p.add_argument("--access-log", action="store_true", help="log one line per request (paths, never headers)")
     add_threads_arg(p)
     p.set_defaults(func=run)
@@ -88,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         num_threads=args.num_threads,
         auth=not args.no_auth,
         access_log=args.access_log,
+        read_timeout=args.read_timeout,
+        max_connections=args.max_connections,
+        drain_seconds=args.drain_seconds,
+        allow_hosts=tuple(args.allow_hosts),
     )
     cfg.check()
     key = api_key(args.api_key)

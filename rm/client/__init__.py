@@ -1,4 +1,4 @@
-"""A client of `rm serve` that imports without torch, for a policy's venv (issue 27).
+"""A client of `rm serve` that imports without torch, for a policy's venv.
 
     from rm.client import RewardClient
     with RewardClient("http://127.0.0.1:8000") as rm:
@@ -9,7 +9,7 @@ only httpx (the `client` extra).
 """
 
 from rm.client.clients import AsyncRewardClient, RewardClient
-from rm.client.server_error import RewardServerError
+from rm.client.server_error import RewardRequestError, RewardServerError
 from rm.client.trl_rewards import trl_reward_func
 
-__all__ = ["AsyncRewardClient", "RewardClient", "RewardServerError", "trl_reward_func"]
+__all__ = ["AsyncRewardClient", "RewardClient", "RewardRequestError", "RewardServerError", "trl_reward_func"]

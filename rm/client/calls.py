@@ -9,14 +9,28 @@ server's 413 says why.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rm.client.server_error import RewardServerError
+from rm.client.server_error import RewardRequestError, RewardServerError
 
 UNLIMITED = 1 << 30
 """The limit assumed when `/info` names none."""
+
+
+def request_body(body: Any) -> bytes:
+    """`body` as the JSON bytes of a request. UTF-8 as httpx would send it, except where a string holds a lone
+    surrogate (no UTF-8 can): then ASCII with \\u escapes, so the server answers 400 naming the item rather than
+    the client failing on an encoding error. A nesting too deep for Python's json (~1,000 levels) is refused here,
+    as the server would refuse it."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except RecursionError:
+        raise RewardRequestError(None, "the request is nested too deeply to encode as JSON") from None
 
 
 def max_texts_of(info: dict[str, Any]) -> int:

@@ -14,11 +14,18 @@ from typing import Any
 
 import httpx
 
-from rm.client.calls import as_groups, flat_parts, flat_rewards, group_parts, group_rewards, max_texts_of
+from rm.client.calls import as_groups, flat_parts, flat_rewards, group_parts, group_rewards, max_texts_of, request_body
 from rm.client.server_error import auth_headers, read_reply, unreachable
 
 Message = dict[str, str]
 """{"role": "user" | "assistant" | "system", "content": str}"""
+
+
+def json_content(body: dict[str, Any] | None) -> dict[str, Any]:
+    """httpx's request arguments for a JSON body (encoded by `request_body`), or none for a GET."""
+    if body is None:
+        return {}
+    return {"content": request_body(body), "headers": {"content-type": "application/json"}}
 
 
 class RewardClient:
@@ -78,7 +85,7 @@ class RewardClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
-            response = self._http.request(method, path, json=body)
+            response = self._http.request(method, path, **json_content(body))
         except httpx.TransportError as e:
             raise unreachable(self.url, e) from e
         return read_reply(response)
@@ -134,7 +141,7 @@ class AsyncRewardClient:
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
-            response = await self._http.request(method, path, json=body)
+            response = await self._http.request(method, path, **json_content(body))
         except httpx.TransportError as e:
             raise unreachable(self.url, e) from e
         return read_reply(response)

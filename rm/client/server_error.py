@@ -1,7 +1,9 @@
 """What a reply of `rm serve` means to a client: its JSON body, or the one error every failure becomes.
 
 One exception class for a refused request (4xx), a server fault (5xx) and a server that cannot be reached, so an
-RL loop catches one thing; `status` tells them apart (None: no reply at all). The server words every refusal as
+RL loop catches one thing; `status` tells them apart (None: no reply at all). A refused request is its subclass
+RewardRequestError: the request itself is wrong (a lone surrogate, a text too long, a missing key), so sending it
+again cannot help, whereas a fault or no reply may pass. The server words every refusal as
 one line in {"error": ...} (500s add a request id, which is also in the server's log); the client keeps that line
 as it is, so what a user reads is what the server said.
 """
@@ -23,6 +25,11 @@ class RewardServerError(Exception):
         self.request_id = request_id
         where = f"HTTP {status}" if status is not None else "no reply"
         super().__init__(f"{where}: {message}" + (f" (request id {request_id})" if request_id else ""))
+
+
+class RewardRequestError(RewardServerError):
+    """The server refused the request (HTTP 4xx), or it could not be sent as JSON at all (status None): the
+    request's own fault, which a retry does not mend."""
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -49,10 +56,11 @@ def read_reply(response: httpx.Response) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise RewardServerError(response.status_code, f"the reply is not a JSON object: {_first_line(response)}")
         return body
+    error = RewardRequestError if response.is_client_error else RewardServerError
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         request_id = body.get("request_id")
-        raise RewardServerError(response.status_code, body["error"], str(request_id) if request_id else None)
-    raise RewardServerError(response.status_code, _first_line(response) or response.reason_phrase)
+        raise error(response.status_code, body["error"], str(request_id) if request_id else None)
+    raise error(response.status_code, _first_line(response) or response.reason_phrase)
 
 
 def _first_line(response: httpx.Response) -> str:

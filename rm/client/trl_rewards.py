@@ -3,7 +3,7 @@
 TRL's GRPOTrainer calls each reward function with the step's flat lists `prompts` and `completions` (each prompt
 repeated once per generation) and expects one reward per completion, in that order. Sending those as flat texts
 would compute every prompt G times; the function regroups the completions by prompt and sends one /score_groups
-request, so the server computes each prompt once (issue 27), then puts the rewards back in the call's order.
+request, so the server computes each prompt once, then puts the rewards back in the call's order.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""The reward server, `python -m rm serve` (issue 27)."""
+"""The reward server, `python -m rm serve`."""

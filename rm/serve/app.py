@@ -1,24 +1,24 @@
 """The HTTP side of `rm serve`: Starlette routes in front of one model thread (rm/serve/batcher.py).
 
-The event loop only moves bytes: a request's body is read (refused past --max-body-bytes), then decoded, checked,
-rendered and tokenized on one preparation thread (rm/serve/bodies.py: a bad request is a 4xx there and never
+The event loop only moves bytes: a request's body is read (refused past --max-body-bytes, or when it has not
+arrived within --read-timeout), then decoded, checked, rendered and tokenized on one preparation thread in turns
+with the other requests (rm/serve/preparer.py, rm/serve/bodies.py: a bad request is a 4xx there and never
 reaches a batch), then queued for the model thread and awaited. One thread for preparation keeps the tokenizer
-to one caller at a time; one for the model keeps one forward on the device at a time.
+to one caller at a time; one for the model keeps one forward on the device at a time. While a request is
+prepared and scored the server watches its connection: a client that has gone has its work dropped, unscored.
 
 Routes (the contract the client, rm/client/, is written against): POST /score, /score_groups, /get_reward
 (OpenRLHF's remote reward protocol), GET /health, /info. Errors are `{"error": "<one line>"}`; a 500 also carries
-`request_id`, which the log line about it names. With an API key every route but /health needs
-`Authorization: Bearer KEY`; the key is compared in constant time and never logged.
+`request_id`, which the log line about it names. Who may call is rm/serve/guards.py's (the Host name, the key).
+/health answers 503 once a thread the server needs has died, and the server then stops (exit 1).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import uuid
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,35 +30,26 @@ from starlette.routing import Route
 
 import rm
 from rm.serve.batch_plan import MAX_ROW, Output
-from rm.serve.batcher import Batcher, ModelFailed
-from rm.serve.bodies import Prepared, RequestError, prepare
+from rm.serve.batcher import Batcher, ModelFailed, ModelStopped
+from rm.serve.bodies import Prepared, RequestError, preparing
+from rm.serve.guards import HostCheck, KeyCheck
+from rm.serve.preparer import Preparer, PreparerStopped
 from rm.serve.scorer import Scorer
 from rm.serve.serve_config import ServeConfig
 
 log = logging.getLogger("rm.serve")
-OPEN_PATHS = ("/health",)
-UNAUTHORIZED = "missing or wrong API key"
 
 
-class KeyCheck:
-    """ASGI middleware: every path but /health needs the bearer key (also unknown paths: no route is revealed)."""
-
-    def __init__(self, app: Any, key: str | None):
-        self.app = app
-        self.expected = f"Bearer {key}".encode() if key else None
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if self.expected is not None and scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = JSONResponse({"error": UNAUTHORIZED}, 401, headers={"WWW-Authenticate": "Bearer"})
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: int = 0) -> Starlette:
-    """The application for one server process holding `scorer`; `key` None serves without authentication."""
+def build_app(
+    scorer: Scorer,
+    cfg: ServeConfig,
+    key: str | None = None,
+    worker: int = 0,
+    on_fatal: Callable[[], None] | None = None,
+) -> Starlette:
+    """The application for one server process holding `scorer`; `key` None serves without authentication.
+    `on_fatal` is called (from the dying thread) when the model or preparation thread dies: the server stops."""
+    stopping = (lambda _error: on_fatal()) if on_fatal is not None else None
     batcher = Batcher(
         scorer.forward,
         scorer.layout_name == "shared",
@@ -66,33 +57,55 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
         cfg.max_wait_ms,
         max(scorer.max_length, MAX_ROW),
         cached=scorer.groups is not None,
+        on_fatal=stopping,
     )
-    prep = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rm-serve-prepare")
+    preparer = Preparer(on_fatal=stopping)
     headers = {"x-rm-worker": str(worker)}
+    drained: list[str] = []  # requests still unanswered when SIGTERM's drain ran out
 
     def reply(content: dict, status: int = 200) -> JSONResponse:
         return JSONResponse(content, status, headers=headers)
 
+    async def scored(route: str, body: bytes, request_id: str) -> dict:
+        prepared = await preparer.run(preparing(route, body, scorer, cfg.max_texts, cfg.on_too_long))
+        raw = prepared.answers(await batcher.score(request_id, prepared.jobs))
+        return answer(route, prepared, raw, scorer, request_id)
+
     async def post(request: Request, route: str) -> JSONResponse:
         request_id = uuid.uuid4().hex[:12]
         try:
-            body = await read_body(request, cfg.max_body_bytes)
-            loop = asyncio.get_running_loop()
-            prepared = await loop.run_in_executor(prep, prepare, route, body, scorer, cfg.max_texts, cfg.on_too_long)
-            raw = prepared.answers(await batcher.score(request_id, prepared.jobs))
+            body = await read_body(request, cfg.max_body_bytes, cfg.read_timeout)
+            result = await unless_gone(request.receive, scored(route, body, request_id))
         except RequestError as e:
             return reply({"error": e.message}, e.status)
         except ClientDisconnect:  # gone before its body arrived: nobody reads this answer
             return reply({"error": "the client disconnected while sending the body"}, 400)
+        except (ModelStopped, PreparerStopped):
+            return reply({"error": f"the server is stopping: {dead()}", "request_id": request_id}, 503)
         except ModelFailed:
             message = f"the model failed on this request's batch (request {request_id}; see the server log)"
             return reply({"error": message, "request_id": request_id}, 500)
+        except asyncio.CancelledError:  # SIGTERM's drain ran out (uvicorn cancels): an answer, not a traceback
+            drained.append(request_id)
+            message = f"the server stopped before this request was answered (--drain-seconds {cfg.drain_seconds:g})"
+            return reply({"error": message, "request_id": request_id}, 503)
         except Exception as e:  # noqa: BLE001 - a bug answers 500 with an id to find its traceback by
             log.error("request %s failed: %s", request_id, e, exc_info=True)
             return reply({"error": f"internal error (request {request_id})", "request_id": request_id}, 500)
-        return reply(answer(route, prepared, raw, scorer, request_id))
+        if result is None:  # the client has gone: its work was dropped, and nobody reads this answer
+            return reply({"error": "the client disconnected before its answer"}, 400)
+        return reply(result)
+
+    def dead() -> str:
+        """What killed a thread this server needs, or "" while both run."""
+        for name, error in (("model", batcher.died), ("preparation", preparer.died)):
+            if error is not None:
+                return f"its {name} thread died ({type(error).__name__}: {error})"
+        return ""
 
     async def health(request: Request) -> JSONResponse:
+        if dead():
+            return reply({"error": f"the server is stopping: {dead()}"}, 503)
         return reply({"status": "ok"})
 
     async def info(request: Request) -> JSONResponse:
@@ -105,6 +118,7 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
                 "attributes": scorer.attributes,
                 "layout": scorer.layout_name,
                 "group_layout": scorer.group_layout_name,
+                "weights": scorer.weights,
                 "busy_seconds": round(batcher.busy, 3),
                 "scored": batcher.scored,
                 "tokens": batcher.tokens,
@@ -122,11 +136,18 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         batcher.start()
+        preparer.start()
         try:
             yield
-        finally:  # after uvicorn has answered every request in flight: nothing is left queued
+        finally:  # after uvicorn has answered every request in flight: what is queued is theirs, or dropped
+            if drained:
+                log.warning(
+                    "%d request(s) still in flight when --drain-seconds %g ran out were answered 503",
+                    len(drained),
+                    cfg.drain_seconds,
+                )
+            preparer.stop()
             batcher.stop()
-            prep.shutdown(wait=True)
 
     def endpoint(route: str):
         async def handle(request: Request) -> JSONResponse:
@@ -141,23 +162,51 @@ def build_app(scorer: Scorer, cfg: ServeConfig, key: str | None = None, worker: 
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
     app.state.batcher = batcher  # tests read how requests were coalesced
+    app.state.preparer = preparer
     app.add_middleware(KeyCheck, key=key)
+    app.add_middleware(HostCheck, cfg=cfg)  # added last, runs first: a wrong Host learns nothing, not even 401
     return app
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     """The body, refused (413) as soon as it is known to be over `limit` bytes: by Content-Length before reading,
-    else while reading, so an oversized body is never held whole."""
+    else while reading, so an oversized body is never held whole; refused (408) when it has not all arrived
+    within `timeout` seconds, so a client that trickles its body holds neither a connection nor SIGTERM's drain."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise RequestError(413, f"the body is {int(length)} bytes, over this server's --max-body-bytes {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"the body is over this server's --max-body-bytes {limit}")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, f"the body is over this server's --max-body-bytes {limit}")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestError(408, f"the body did not arrive within this server's --read-timeout {timeout:g} s") from None
     return b"".join(chunks)
+
+
+async def unless_gone(receive: Callable[[], Awaitable[dict]], work: Coroutine[Any, Any, dict]) -> dict | None:
+    """`work`'s result, or None as soon as the client disconnects: `work` is then cancelled, which takes the
+    request out of the preparation line and the model's queue, so texts nobody waits for are never scored (30
+    abandoned 1,000-text requests would otherwise hold the model for every later client). Called once the body
+    is read: the next ASGI message is the disconnect, which uvicorn sends when the connection closes."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(disconnected(receive))
+    try:
+        done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+    return task.result() if task in done else None
+
+
+async def disconnected(receive: Callable[[], Awaitable[dict]]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def answer(route: str, prepared: Prepared, raw: list[list[Output]], scorer: Scorer, request_id: str) -> dict:

@@ -30,6 +30,8 @@ class Job:
     rewards: list[list[Output]] = field(default_factory=list)
     left: int = 0
     failed: bool = False
+    dropped: bool = False
+    """Its client has gone: the model thread drops its parts before its next batch."""
     passed: int = 0
     """Batches scored without any of its parts while it waited (the thread serves it once this reaches 2)."""
 

@@ -13,7 +13,10 @@ computing the prompt again). Each reward is read at its own sequence's end and s
 reward depends on its batch neighbours (tests/serve/ checks against `rm score`'s rewards, 1e-5).
 
 A model error (out of memory, a bad kernel) fails the requests that had items in that batch, with their request
-ids logged, and the thread goes on with the next batch.
+ids logged, and the thread goes on with the next batch. A request whose client has gone (its coroutine
+cancelled: a disconnect, or the end of SIGTERM's drain) is dropped before its next batch, so nobody's texts are
+scored for nobody. Should the thread itself die (a bug), every request waiting fails, later ones are refused at
+once, and `on_fatal` tells the server, which stops: no request may wait for ever on a thread that is gone.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ class ModelFailed(Exception):
     """The model raised on a batch holding this request; the request gets a 500."""
 
 
+class ModelStopped(ModelFailed):
+    """The model thread has died; the request gets a 503 and the server is stopping."""
+
+
 class Batcher:
     """The queue and the one thread that runs the model (a GPU or torch's CPU threads serve one forward at a time)."""
 
@@ -46,6 +53,7 @@ class Batcher:
         max_wait_ms: float,
         max_row: int = MAX_ROW,
         cached: bool = False,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ):
         self.forward = forward
         self.shared = shared
@@ -64,6 +72,12 @@ class Batcher:
         """Sequences scored since the start."""
         self.tokens = 0
         """Tokens computed since the start: a prompt shared by sequences side by side once, padding not counted."""
+        self.on_fatal = on_fatal
+        self.died: BaseException | None = None
+        """What ended the thread (a bug), or None while it runs."""
+        self.lock = threading.Lock()  # a job is queued, or refused, never lost in between
+        self.open: dict[int, Job] = {}
+        """Jobs queued and not yet answered, by id: what a dying thread must fail."""
 
     def start(self) -> None:
         self.thread.start()
@@ -86,11 +100,33 @@ class Batcher:
 
         if not any(items):
             return [[] for _ in items]
-        self.queue.put(Job(request_id, items, done))
-        rewards = await future
+        job = Job(request_id, items, done)
+        with self.lock:
+            if self.died is not None:
+                raise ModelStopped(request_id)
+            self.open[id(job)] = job
+            self.queue.put(job)
+        try:
+            rewards = await future
+        except asyncio.CancelledError:  # the client has gone: the thread drops the job before its next batch
+            job.dropped = True
+            raise
         if rewards is None:
-            raise ModelFailed(request_id)
+            raise ModelStopped(request_id) if self.died is not None else ModelFailed(request_id)
         return rewards
+
+    def _finish(self, job: Job, rewards: list[list[Output]] | None) -> None:
+        self.open.pop(id(job), None)
+        if rewards is None:
+            job.failed = True
+        job.done(rewards)
+
+    def _live(self, jobs: list[Job]) -> list[Job]:
+        """`jobs` without those whose client has gone (forgotten here: nobody waits for their answer)."""
+        for job in jobs:
+            if job.dropped:
+                self.open.pop(id(job), None)
+        return [job for job in jobs if not job.dropped]
 
     def _take(self) -> list[Job] | None:
         """The next round's jobs: the first to arrive, and any that join within the wait or the token budget."""
@@ -124,6 +160,22 @@ class Batcher:
             jobs.append(job)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # noqa: BLE001 - a dead thread must fail its waiters and stop the server
+            with self.lock:
+                self.died = e
+                waiting, self.open = list(self.open.values()), {}
+                while not self.queue.empty():
+                    self.queue.get_nowait()
+            log.critical("the model thread stopped: %s: %s", type(e).__name__, e, exc_info=True)
+            for job in waiting:
+                job.failed = True
+                job.done(None)
+            if self.on_fatal is not None:
+                self.on_fatal(e)
+
+    def _serve(self) -> None:
         pending: list[Part] = []
         stopping = False
         while pending or not stopping:
@@ -134,10 +186,14 @@ class Batcher:
                 jobs = self._take()
                 if jobs is None:
                     return
+            jobs = self._live(jobs)
+            pending = [p for p in pending if not p.job.dropped]
             if jobs:
                 self.rounds = [*self.rounds[-999:], len(jobs)]
             try:
                 pending += parts_of(jobs, self.budget, self.shared, self.max_row, self.cached)
+                if not pending:
+                    continue
                 batch, pending = self._next(pending)
                 self._score(batch)
             except Exception as e:  # noqa: BLE001 - a bug here must not end the thread: every later request would hang
@@ -146,8 +202,7 @@ class Batcher:
                 log.error("batching failed for requests %s: %s", ids, e, exc_info=True)
                 for job in waiting.values():
                     if job.left and not job.failed:
-                        job.failed = True
-                        job.done(None)
+                        self._finish(job, None)
                 pending = []
 
     def _next(self, pending: list[Part]) -> tuple[list[Part], list[Part]]:
@@ -163,7 +218,7 @@ class Batcher:
         return batch, rest
 
     def _score(self, batch: list[Part]) -> None:
-        live = [p for p in batch if not p.job.failed]
+        live = [p for p in batch if not p.job.failed and not p.job.dropped]
         if not live:
             return
         started = time.monotonic()
@@ -177,8 +232,7 @@ class Batcher:
             log.error("model error on a batch of requests %s: %s", ", ".join(failed), e, exc_info=True)
             for p in live:
                 if not p.job.failed:
-                    p.job.failed = True
-                    p.job.done(None)
+                    self._finish(p.job, None)
             return
         finally:
             self.busy += time.monotonic() - started
@@ -188,4 +242,4 @@ class Batcher:
                 p.job.rewards[p.item][p.start + k] = next(it)
             p.job.left -= len(p.seqs)
             if p.job.left == 0:
-                p.job.done(p.job.rewards)
+                self._finish(p.job, p.job.rewards)

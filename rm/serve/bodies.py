@@ -12,38 +12,29 @@ so the rewards are `rm score`'s:
 - flat texts of one `/score` or `/get_reward` request whose prompts have the same ids go to the batcher as one
   group (`batched`), each keeping the reward it gets alone.
 
-Errors: 400 for what is not the API's shape (malformed JSON, wrong types, unknown fields), 413 for too much
-(more than --max-texts), 422 for a well-formed text that cannot be scored (empty, over max_length with
---on-too-long error, a chat template that fails on it). Each a one-line message naming the item.
+Errors: 400 for what is not the API's shape (malformed JSON, a lone surrogate or nesting past 32 levels
+(rm/serve/json_body.py), wrong types, unknown fields), 413 for too much (more than --max-texts), 422 for a
+well-formed text that cannot be scored (empty, over max_length with --on-too-long error, a chat template that
+fails on it). Each a one-line message naming the item.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rm.collate.scoring import ScoreSeq
 from rm.data.formats.chat import Message, messages_from
 from rm.data.formats.ranked import rendered
-from rm.errors import DataError, RecordError
+from rm.errors import RecordError
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
 from rm.serve.batch_plan import Output
+from rm.serve.json_body import RequestError, decode, kind
 from rm.serve.scorer import Scorer
 
 SHAPE_REASONS = ("not_a_list", "not_an_object", "bad_message", "not_a_string", "missing_field")
 """RecordError reasons that mean a body of the wrong shape (400); any other reason is a text that cannot be scored."""
-
-
-class RequestError(DataError):
-    """A request refused with an HTTP status and a one-line message."""
-
-    def __init__(self, status: int, message: str):
-        message = " ".join(message.split())  # one line, whatever a chat template's error text holds
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass
@@ -95,37 +86,32 @@ def batched(items: list[list[ScoreSeq]], grouped: bool) -> tuple[list[list[Score
     return jobs, [w for w in where if w is not None]
 
 
-def decode(body: bytes) -> dict:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RequestError(400, "the body is not UTF-8 text") from None
-    try:
-        payload = json.loads(text)
-    except ValueError as e:
-        raise RequestError(400, f"malformed JSON: {e}") from None
-    if not isinstance(payload, dict):
-        raise RequestError(400, f"the body must be a JSON object, got a JSON {kind(payload)}")
-    return payload
+STEP_ITEMS = 16
+"""Items (texts, conversations, groups) rendered and tokenized in one preparation step: ~1-20 ms of work, after
+which the preparation thread turns to the next request waiting (rm/serve/preparer.py), so a small request is
+never queued behind the whole of a 1,000-text one."""
 
 
-def kind(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
-
-
-def prepare(route: str, body: bytes, scorer: Scorer, max_texts: int, on_too_long: str) -> Prepared:
+def preparing(
+    route: str, body: bytes, scorer: Scorer, max_texts: int, on_too_long: str
+) -> Generator[None, None, Prepared]:
     """The body of a POST to `route` ("score", "score_groups" or "get_reward") as sequences to score, or the
-    RequestError that refuses it. Runs off the event loop (JSON, chat templates and tokenizing take time)."""
+    RequestError that refuses it: a generator that pauses after each bounded step (the body's JSON and shape,
+    then STEP_ITEMS items at a time) and returns the Prepared request, run off the event loop by the preparation
+    thread (rm/serve/preparer.py). The body's fields and counts are checked before any item is rendered, each
+    item's own content when its step comes."""
     payload = decode(body)
     if route == "score_groups":
-        texts, names = group_texts(payload, scorer, max_texts)
+        makers, names = group_texts(payload, scorer, max_texts)
     elif route == "get_reward":
-        texts, names = query_texts(payload, scorer, max_texts)
+        makers, names = query_texts(payload, scorer, max_texts)
     else:
-        texts, names = score_texts(payload, scorer, max_texts)
-    items = []
-    for item, name in zip(texts, names, strict=True):
+        makers, names = score_texts(payload, scorer, max_texts)
+    items: list[list[ScoreSeq]] = []
+    for k, (make, name) in enumerate(zip(makers, names, strict=True)):
+        if k % STEP_ITEMS == 0:
+            yield
+        item = make()
         seqs = guarded(lambda item=item: scorer.encode(item), name) if item else []
         if on_too_long == "error" and any(s.truncated for s in seqs):
             raise RequestError(
@@ -134,7 +120,12 @@ def prepare(route: str, body: bytes, scorer: Scorer, max_texts: int, on_too_long
                 "max_length: --on-too-long error)",
             )
         items.append(seqs)
+    yield
     return Prepared(items, route == "score_groups")
+
+
+Maker = Callable[[], list[ScoreText]]
+"""One item's texts, rendered when called (a step of `preparing`): its shape is checked before."""
 
 
 def guarded(make: Callable[[], Any], where: str) -> Any:
@@ -172,7 +163,7 @@ def text_item(text: str, where: str) -> list[ScoreText]:
     return guarded(lambda: texts_of({"text": text}, where), where)
 
 
-def score_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+def score_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[Maker], list[str]]:
     fields(payload, ("texts", "messages"))
     if ("texts" in payload) == ("messages" in payload):
         raise RequestError(400, "give either 'texts' (strings) or 'messages' (conversations), not both or neither")
@@ -180,11 +171,11 @@ def score_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[lis
         texts = listed(payload["texts"], "texts", str, " of strings")
         counted(len(texts), max_texts, "texts")
         names = [f"texts[{i}]" for i in range(len(texts))]
-        return [text_item(t, n) for t, n in zip(texts, names, strict=True)], names
+        return [lambda t=t, n=n: text_item(t, n) for t, n in zip(texts, names, strict=True)], names
     conversations = listed(payload["messages"], "messages", list, " of conversations")
     counted(len(conversations), max_texts, "conversations")
     names = [f"messages[{i}]" for i in range(len(conversations))]
-    return [conversation(c, n, scorer) for c, n in zip(conversations, names, strict=True)], names
+    return [lambda c=c, n=n: conversation(c, n, scorer) for c, n in zip(conversations, names, strict=True)], names
 
 
 def conversation(value: list, where: str, scorer: Scorer) -> list[ScoreText]:
@@ -204,7 +195,7 @@ def conversation(value: list, where: str, scorer: Scorer) -> list[ScoreText]:
     return [ScoreText("reward", text.prompt, text.responses[0], text.turn_starts)]
 
 
-def group_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+def group_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[Maker], list[str]]:
     fields(payload, ("groups",))
     groups = listed(payload.get("groups"), "groups", dict, " of {prompt, responses} objects")
     for g, group in enumerate(groups):
@@ -215,7 +206,7 @@ def group_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[lis
         listed(group.get("responses"), f"groups[{g}].responses")
     counted(sum(len(group["responses"]) for group in groups), max_texts, "responses")
     names = [f"groups[{g}]" for g in range(len(groups))]
-    return [one_group(group, n, scorer) for group, n in zip(groups, names, strict=True)], names
+    return [lambda g=g, n=n: one_group(g, n, scorer) for g, n in zip(groups, names, strict=True)], names
 
 
 def one_group(group: dict, where: str, scorer: Scorer) -> list[ScoreText]:
@@ -249,14 +240,15 @@ def answer(value: Any, where: str) -> list[Message]:
     return messages
 
 
-def query_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[list[ScoreText]], list[str]]:
+def query_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[Maker], list[str]]:
     """OpenRLHF's remote reward request: `query` (prompt and response as one decoded text) is scored; `prompts`
     and `labels` (which it sends too) are not needed for a reward model and are ignored."""
     queries = listed(payload.get("query"), "query", str, " of strings")
     counted(len(queries), max_texts, "queries")
     names = [f"query[{i}]" for i in range(len(queries))]
-    clean = [without_special_text(q, scorer) for q in queries]
-    return [text_item(q, n) for q, n in zip(clean, names, strict=True)], names
+    return [
+        lambda q=q, n=n: text_item(without_special_text(q, scorer), n) for q, n in zip(queries, names, strict=True)
+    ], names
 
 
 def without_special_text(text: str, scorer: Scorer) -> str:

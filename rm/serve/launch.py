@@ -7,8 +7,9 @@ the same port with SO_REUSEPORT, so the kernel spreads connections over them. Ea
 JSON in its arguments and the API key in its environment (RM_API_KEY), never on a command line.
 
 SIGTERM (or Ctrl-C) stops accepting, lets every request in flight finish (uvicorn's graceful shutdown, then the
-model thread scores what is queued), and exits 0: a drained server stopped cleanly. The supervisor passes the
-signal on to its workers and exits 0 once all of them have.
+model thread scores what is queued) for up to --drain-seconds (what is still unanswered then gets a 503 and one
+log line), and exits 0. A server whose model or preparation thread died exits 1 (its /health said 503 first).
+The supervisor passes the signal on to its workers and exits 0 once all of them have, 1 if one failed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from rm.errors import ConfigError, RMError
 from rm.serve.serve_config import KEY_ENV, ServeConfig
 
 log = logging.getLogger("rm.serve")
-DRAIN_SECONDS = 120
-"""How long a stopping server waits for requests in flight (a slow client cannot hold it forever)."""
 
 
 def serve(cfg: ServeConfig, key: str | None, announce: Any = print) -> int:
@@ -38,8 +37,7 @@ def serve(cfg: ServeConfig, key: str | None, announce: Any = print) -> int:
         scorer = load(cfg, 0)
         sock = bind(cfg.host, port, reuse_port=False)
         announce(started(cfg, sock.getsockname()[1], scorer))
-        run(cfg, scorer, key, 0, sock)
-        return 0
+        return run(cfg, scorer, key, 0, sock)
     return supervise(cfg, key, announce)
 
 
@@ -117,25 +115,41 @@ def free_port(cfg: ServeConfig) -> int:
     return port
 
 
-def run(cfg: ServeConfig, scorer: Any, key: str | None, index: int, sock: socket.socket) -> None:
-    """Serve the app on `sock` until a signal, then drain. uvicorn restores the signal handlers it found and raises
-    the signal again after its shutdown: handlers that do nothing are left for it, so a drained stop returns."""
+def run(cfg: ServeConfig, scorer: Any, key: str | None, index: int, sock: socket.socket) -> int:
+    """Serve the app on `sock` until a signal, then drain: 0; 1 when a thread the server needs died. uvicorn
+    restores the signal handlers it found and raises the signal again after its shutdown: handlers that do nothing
+    are left for it, so a drained stop returns (and the ones found before are back afterwards)."""
     import uvicorn
 
     from rm.serve.app import build_app
+    from rm.serve.connections import connection_cap, guarded_protocol
 
-    app = build_app(scorer, cfg, key if cfg.auth else None, index)
+    servers: list[uvicorn.Server] = []
+
+    def stop() -> None:  # from the dying thread: uvicorn's main loop sees the flag within 0.1 s
+        servers[0].should_exit = True
+
+    app = build_app(scorer, cfg, key if cfg.auth else None, index, on_fatal=stop)
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(connection_cap(cfg.max_connections), cfg.read_timeout),
         lifespan="on",
         access_log=cfg.access_log,
         server_header=False,
-        timeout_graceful_shutdown=DRAIN_SECONDS,
+        timeout_graceful_shutdown=cfg.drain_seconds,  # type: ignore[arg-type] - asyncio.timeout takes a float
         log_level="info",
     )
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    servers.append(uvicorn.Server(config))
+    found = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        servers[0].run(sockets=[sock])
+    finally:
+        for sig, handler in found.items():
+            signal.signal(sig, handler)
+    if app.state.batcher.died is not None or app.state.preparer.died is not None:
+        log.error("rm serve stopped: a thread it needs died (the traceback is above); exit code 1")
+        return 1
+    return 0
 
 
 def worker_main(settings: str, index: int, port: int, conn: Any) -> None:
@@ -150,7 +164,7 @@ def worker_main(settings: str, index: int, port: int, conn: Any) -> None:
         conn.send(("error", str(e)))
         sys.exit(2)
     conn.send(("ready", str(scorer.device)))
-    run(cfg, scorer, os.environ.get(KEY_ENV), index, sock)
+    sys.exit(run(cfg, scorer, os.environ.get(KEY_ENV), index, sock))
 
 
 def supervise(cfg: ServeConfig, key: str | None, announce: Any) -> int:

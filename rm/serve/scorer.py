@@ -48,6 +48,9 @@ class Scorer:
     groups: PrefixScoring | None = None
     """Where the model allows it, how runs of responses to one prompt are scored: on the prompt's cached keys and
     values (rm/serve/prefix_cache.py); None: in the shared (or padded) layout like single texts."""
+    weights: str = ""
+    """Which weights of a run rebuilt from a checkpoint are served ("step 16 of 400: the run has not finished", as
+    `rm export` says it); '' for an export, whose model card says it."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
@@ -117,13 +120,17 @@ def load_scorer(
     """Load `name` as `rm score` does (an export or any sequence-classification model), or a run directory:
     its export when it has one, else its newest checkpoint rebuilt as `rm export` rebuilds it."""
     set_threads(num_threads)
-    run = run_to_restore(name)
+    run, weights = run_to_restore(name), ""
     if run is None:
         path = exported(name)
+        if path != name:  # a run directory's export: an older rm's may hold diverged weights
+            from rm.export.restore import refuse_diverged_export
+
+            refuse_diverged_export(Path(name).expanduser())
         model, tokenizer = load_reward_model(path, dtype, trust_remote_code, device=device, num_threads=num_threads)
         max_length = max_length or default_max_length(path, model)
     else:
-        model, tokenizer, run_length = restored(run, dtype, device)
+        model, tokenizer, run_length, weights = restored(run, dtype, device)
         max_length = max_length or run_length
     check_positions(max_length, model.hf.config, "--max-length", name)
     norm = normalization(model.hf.config, name) if normalize else None
@@ -134,7 +141,7 @@ def load_scorer(
         groups, why_not = prefix_support(model, tokenizer.pad_token_id, dev)
         if why_not:
             log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
-    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups)
+    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups, weights)
 
 
 def exported(name: str) -> str:
@@ -158,12 +165,16 @@ def run_to_restore(name: str) -> Path | None:
     return path if run.config.is_file() or (path / WEIGHTS).is_file() else None
 
 
-def restored(path: Path, dtype: str, device: str) -> tuple[nn.Module, PreTrainedTokenizerBase, int]:
-    """(model, tokenizer, the run's collator.max_length) from a run's newest checkpoint (or the one named)."""
+def restored(path: Path, dtype: str, device: str) -> tuple[nn.Module, PreTrainedTokenizerBase, int, str]:
+    """(model, tokenizer, the run's collator.max_length, which weights) from a run's newest checkpoint (or the one
+    named). Weights that diverged are refused in one line (`resolve_source`); an unfinished run's are served with one
+    warning line naming the step and the total, as `rm export` gives them."""
     from rm.export.folder import merged
     from rm.export.restore import load_model, resolve_source, run_tokenizer
 
     source = resolve_source(path)
+    if source.final_step is None:
+        log.warning("serving %s (%s)", source.weights.parent, source.describe())
     tokenizer = run_tokenizer(source.cfg, source.run_dir)
     hf, _ = merged(load_model(source, tokenizer))
     hf = hf.to(DTYPES[dtype])
@@ -175,7 +186,7 @@ def restored(path: Path, dtype: str, device: str) -> tuple[nn.Module, PreTrained
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     log.info("serving %s from its weights %s (no export/ there)", path, source.weights)
-    return model.eval().to(device), tokenizer, source.cfg.collator.max_length
+    return model.eval().to(device), tokenizer, source.cfg.collator.max_length, source.describe()
 
 
 def normalization(config, name: str) -> dict[str, float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 
@@ -18,6 +19,10 @@ from rm.errors import ConfigError
 KEY_ENV = "RM_API_KEY"
 """The environment variable that holds the API key (also how `--workers` children receive it)."""
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+MAX_WAIT_MS = 60_000.0
+"""The longest --max-wait-ms: a batch that waits longer for company outlasts the client's 60 s default timeout."""
+MAX_SECONDS = 3600.0
+"""The longest --read-timeout and --drain-seconds: an hour; anything longer is a server that never lets go."""
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,27 @@ class ServeConfig:
     auth: bool = True
     """False only with an explicit --no-auth."""
     access_log: bool = False
+    read_timeout: float = 60.0
+    """Seconds a client has to send a request's head, and again its body (8 MiB at 2 Mbit/s takes 34 s); later:
+    408 and the connection closed, so a slow client cannot hold a connection or the drain for ever."""
+    max_connections: int = 512
+    """Open connections per worker (lowered to what the open-file limit allows); one more is answered 503 and
+    closed. Each takes a file descriptor, and a low `ulimit -n` must not run out of them."""
+    drain_seconds: float = 30.0
+    """How long SIGTERM waits for requests in flight before answering them 503 (30 s: Kubernetes' default grace
+    period before it sends SIGKILL)."""
+    allow_hosts: tuple[str, ...] = ()
+    """Host header names answered besides the loopback ones (localhost, 127.x.x.x, [::1]); "*": any. A server
+    bound to a non-loopback address (which needs a key) answers any name unless some are given. Loopback only
+    by default, so a web page that rebinds its DNS name to 127.0.0.1 cannot read this server from a browser."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ServeConfig:
-        return cls(**json.loads(text))
+        fields = json.loads(text)
+        return cls(**{**fields, "allow_hosts": tuple(fields.get("allow_hosts", ()))})
 
     def check(self) -> None:
         """Every limit a positive number, one of the known choices: one line naming the flag, before any loading."""
@@ -70,11 +89,19 @@ class ServeConfig:
             ("--max-texts", self.max_texts),
             ("--max-body-bytes", self.max_body_bytes),
             ("--workers", self.workers),
+            ("--max-connections", self.max_connections),
         ):
             if value < 1:
                 raise ConfigError(f"{flag} must be at least 1, got {value}")
-        if self.max_wait_ms < 0 or self.max_length < 0 or self.num_threads < 0:
-            raise ConfigError("--max-wait-ms, --max-length and --num-threads cannot be negative")
+        if self.max_length < 0 or self.num_threads < 0:
+            raise ConfigError("--max-length and --num-threads cannot be negative")
+        for flag, value, top, low in (
+            ("--max-wait-ms", self.max_wait_ms, MAX_WAIT_MS, 0.0),
+            ("--read-timeout", self.read_timeout, MAX_SECONDS, 0.001),
+            ("--drain-seconds", self.drain_seconds, MAX_SECONDS, 0.0),
+        ):
+            if not (math.isfinite(value) and low <= value <= top):  # NaN fails every comparison: refused too
+                raise ConfigError(f"{flag} must be a number from {low:g} to {top:g}, got {value}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port must be 0-65535, got {self.port}")
         if self.on_too_long not in ("truncate", "error"):
@@ -84,6 +111,26 @@ class ServeConfig:
         )
         if not device_ok:
             raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+        for name in self.allow_hosts:
+            if not name or any(c in name for c in " /@,"):
+                raise ConfigError(f"--allow-host takes a host name (or *), got {name!r}")
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether a request with this Host header (name, or name:port) is answered: a loopback name always, one
+        of --allow-host, and any on a non-loopback bind without --allow-host."""
+        if "*" in self.allow_hosts or (not self.allow_hosts and not is_loopback(self.host)):
+            return True
+        name = host_name(host or "")
+        return bool(name) and (is_loopback(name) or name in {h.lower().rstrip(".") for h in self.allow_hosts})
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header, lower case, without its port or a final dot ("[::1]:8000" -> "::1")."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else ""
+    name, colon, port = header.rpartition(":")
+    return (name if colon and port.isdigit() else header).rstrip(".")
 
 
 def is_loopback(host: str) -> bool:

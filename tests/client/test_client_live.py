@@ -15,7 +15,7 @@ import textwrap
 import pytest
 from live_rm_server import REPO, rm_score, rm_serve
 
-from rm.client import AsyncRewardClient, RewardClient, RewardServerError, trl_reward_func
+from rm.client import AsyncRewardClient, RewardClient, RewardRequestError, RewardServerError, trl_reward_func
 from rm.data.formats.hh import parse_turns
 from rm.data.load import load_pairs
 from rm.model.pretrained import load_reward_model
@@ -149,7 +149,14 @@ def test_server_errors_carry_status_and_message(server, client):
     assert e.value.status == 413 and "max-texts" in e.value.message
     with pytest.raises(RewardServerError) as e:
         RewardClient("http://127.0.0.1:9", timeout=5).health()  # port 9 (discard): nothing listens
-    assert e.value.status is None
+    assert e.value.status is None and not isinstance(e.value, RewardRequestError)
+
+
+def test_a_lone_surrogate_is_a_client_error_naming_the_text(client):
+    """The client cannot send it as UTF-8: it goes escaped, and the server's 400 names the text."""
+    with pytest.raises(RewardRequestError) as e:
+        client.score(["fine", "broken \ud800 text"])
+    assert (e.value.status, e.value.message) == (400, "texts[1] holds a lone surrogate (\\ud800), not text")
 
 
 def test_imports_and_scores_without_torch(server, client, pairs):

@@ -3,17 +3,20 @@ the reference rewards (`rm score`'s own functions, one text at a time)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.testclient import TestClient
@@ -53,10 +56,54 @@ def padded(scorer: Scorer) -> Scorer:
 
 @contextlib.contextmanager
 def client(scorer: Scorer, key: str | None = None, **settings) -> Iterator[TestClient]:
-    """A TestClient on an app around `scorer`; the lifespan (the model thread) runs while it is open."""
+    """A TestClient on an app around `scorer`; the lifespan (the model and preparation threads) runs while it is
+    open. Its requests name the server `localhost`, as a loopback server requires."""
     cfg = ServeConfig(model=scorer.name, **settings)
-    with TestClient(build_app(scorer, cfg, key)) as c:
+    with TestClient(build_app(scorer, cfg, key), base_url="http://localhost") as c:
         yield c
+
+
+async def asgi_post(
+    app: Any, path: str, body: bytes, *, more: bool = False, after: Callable[[], Awaitable[None]] | None = None
+) -> tuple[int, dict]:
+    """(status, JSON) of one POST sent straight to the ASGI app (no HTTP, so the test plays the connection): `body`
+    in one message (`more`: the client promises more, which never comes); every later receive() waits for
+    `after()` and then says the client has gone (without `after`, until the answer is complete)."""
+    sent, answered, status, chunks = False, asyncio.Event(), [0], []
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        await (after() if after is not None else answered.wait())
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                answered.set()
+
+    headers = [(b"host", b"localhost"), (b"content-type", b"application/json")]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("localhost", 80),
+    }
+    await app(scope, receive, send)
+    return status[0], json.loads(b"".join(chunks) or b"{}")
 
 
 def reference(scorer: Scorer, texts: list[ScoreText]) -> list[tuple[float, bool]]:

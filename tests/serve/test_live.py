@@ -1,6 +1,6 @@
 """Real server processes (`python -m rm serve` on a free localhost port, bounded in requests and time, killed at
-the end if still running): a key on a non-loopback bind, SIGTERM draining requests in flight to exit 0, and two
-CPU workers on one port answering alike."""
+the end if still running): a key on a non-loopback bind, SIGTERM draining requests in flight to exit 0 (and giving
+up on a stuck one after --drain-seconds, in one line), and two CPU workers on one port answering alike."""
 
 import json
 import signal
@@ -31,6 +31,7 @@ def servers(exported_tiny, tmp_path_factory):
     started = {
         "keyed": start_server(exported_tiny, tmp, *keyed, env={"RM_API_KEY": KEY}),
         "workers": start_server(exported_tiny, tmp, "--workers", "2", "--device", "cpu"),
+        "drain": start_server(exported_tiny, tmp, "--drain-seconds", "1", "--device", "cpu", "--num-threads", "1"),
     }
     yield started
     for server in started.values():
@@ -87,6 +88,27 @@ def wait_a_little() -> None:
     import time
 
     time.sleep(0.4)
+
+
+def test_sigterm_gives_up_on_a_stuck_request_after_drain_seconds_in_one_line(servers):
+    """A client sends a request head and part of its body, then nothing (within the 60 s read timeout), and another
+    connects and sends nothing: SIGTERM stops the server after --drain-seconds 1, the stuck request is answered
+    503, and the log says so in a line, with no traceback. (The 60 s wait only guards a hang.)"""
+    server = servers["drain"].wait()
+    parts = urlsplit(server.url)
+    stuck = socket.create_connection((parts.hostname, parts.port), timeout=60)
+    head = f"POST /score HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+    stuck.sendall(head.encode() + b"\r\n" + b'{"texts": ["')
+    idle = socket.create_connection((parts.hostname, parts.port), timeout=60)
+    wait_a_little()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=60) == 0
+    status, body = read_raw(stuck)
+    idle.close()
+    assert status == 503 and body["error"] == "the server stopped before this request was answered (--drain-seconds 1)"
+    output = server.output()
+    assert "1 request(s) still in flight when --drain-seconds 1 ran out were answered 503" in output
+    assert "Traceback" not in output and "CancelledError" not in output
 
 
 def test_two_cpu_workers_on_one_port_both_answer_with_the_same_rewards(servers, scorer):

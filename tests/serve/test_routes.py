@@ -161,6 +161,7 @@ def test_health_and_info(scorer):
         "attributes": [],
         "layout": "shared",
         "group_layout": "prefix-cache",
+        "weights": "",  # an export: its model card says which weights
         "on_too_long": "error",
         "max_texts": 7,
         "max_body_bytes": 8 << 20,
