@@ -20,7 +20,7 @@ from typing import Any
 from rm.api.given_data import Data, is_path, jsonl_text, records_of
 from rm.config import load_config
 from rm.config.atomic import write_text
-from rm.config.loader import saved_split_version
+from rm.config.exportdir import ExportDir
 from rm.data.data_report import DataReport
 from rm.errors import ModelError, RecordError
 from rm.evaluation.eval_report import EvalOptions, evaluate_model
@@ -103,7 +103,7 @@ class LoadedModel:
         `out`: where report.md, report.html, rewards.jsonl and the plots go (default: a temporary folder, removed).
         `overrides`: `rm eval --set` data keys (`format=nectar`, `columns.prompt=question`)."""
         folder = exported(self.source)
-        if not (Path(folder) / "config.json").is_file():
+        if not ExportDir(folder).holds_model:
             raise ModelError(
                 f"{self.source}: evaluate needs an export folder (a run directory with export/, or a model); export "
                 f"this one first: python -m rm export {self.source} --out DIR"
@@ -119,8 +119,7 @@ class LoadedModel:
                 write_text(written, jsonl_text(records_of(data, "data"), "data"))
                 cfg = replace(cfg, source=str(written), eval_split=split)
             if holdout:
-                saved = Path(folder) / "rm_config.yaml"
-                version = saved_split_version(saved) if saved.is_file() else cfg.split_version
+                version = ExportDir(folder).split_version(cfg.split_version)
                 held = {"train_split": split, "eval_split": "", "eval_fraction": holdout, "split_version": version}
                 cfg = replace(cfg, split_seed=split_seed, **held)
             return evaluate_model(folder, cfg, out or Path(tmp) / "report", options)

@@ -104,14 +104,16 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
 
 def trained_split_version(model: str, default: int) -> int:
     """The hold-out rule the model's run used, so `--holdout` picks that run's held-out pairs: its saved config's
-    data.split_version (an export's rm_config.yaml, a run directory's config.yaml), 1 for a run trained before the
+    data.split_version (the config an export keeps, a run directory's config.yaml), 1 for a run trained before the
     key existed (it split by record), `default` for a model rm did not train."""
-    from pathlib import Path
-
+    from rm.config.exportdir import ExportDir
     from rm.config.loader import saved_split_version
+    from rm.config.rundir import RunDir
 
-    saved = next((p for p in (Path(model) / "rm_config.yaml", Path(model) / "config.yaml") if p.is_file()), None)
-    return default if saved is None else saved_split_version(saved)
+    folder, run = ExportDir(model), RunDir(model)
+    if folder.from_rm:
+        return folder.split_version(default)
+    return saved_split_version(run.config) if run.config.is_file() else default
 
 
 def suite_data(args: argparse.Namespace):

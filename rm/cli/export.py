@@ -92,25 +92,26 @@ def holds_same_export(out, source: str, normalize: bool | None, reward_only: boo
     so that retrying a failed push needs neither --overwrite nor a second export."""
     import json
 
-    import yaml
-
     from rm.config import to_dict
+    from rm.config.exportdir import ExportDir
     from rm.config.rundir import saved_config
     from rm.errors import RMError
     from rm.export.restore import resolve_source
 
-    if not (out / "rm_config.yaml").is_file() or not (out / "config.json").is_file():
+    folder = ExportDir(out)
+    if not folder.from_rm or not folder.holds_model:
         return False
     try:
         src = resolve_source(source)
+        saved = folder.saved()
     except RMError:
         return False
     normalize = src.cfg.export.normalize if normalize is None else normalize
     reward_only = src.cfg.export.reward_only if reward_only is None else reward_only
-    card = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
-    config = json.loads((out / "config.json").read_text())
+    card = folder.card.read_text() if folder.card.is_file() else ""
+    config = json.loads(folder.model_config.read_text())
     return (
-        yaml.safe_load((out / "rm_config.yaml").read_text()) == to_dict(saved_config(src.cfg))
+        saved == to_dict(saved_config(src.cfg))
         and src.step is not None
         and f"after {src.step} optimizer steps" in card
         and ("reward_normalization" in config) == normalize

@@ -42,6 +42,7 @@ def add(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rm.config.exportdir import ExportDir
     from rm.evaluation.score_file import check_output, score_file
     from rm.model.build import check_positions
     from rm.model.pretrained import default_max_length, load_reward_model
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         field=args.field,
         on_bad_record=args.on_bad_record,
         overwrite=args.overwrite,
+        text_version=ExportDir(args.model).text_version(),  # the rule its training read records by
     )
     print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
     if counts.get("skipped"):

@@ -15,6 +15,13 @@ SPLIT_VERSIONS = (1, 2, 3)
 """data.split_version, the hold-out's rules (rm/data/splits.py): 1 by record, 2 by prompt within each subset, 3 by
 prompt across every subset (the default). A saved run keeps its version, so it draws the same split again."""
 
+TEXT_VERSIONS = (1, 2)
+"""data.text_version, the record -> text rule (rm/data/formats/text_rule.py), saved with every run and export so that
+scoring builds the text its training built: 2 (the default) reads a string prompt holding HH turns as those turns, and
+`rm score`/`rm serve` render `prompt` + `response` and a text prompt's responses as the rows format does; 1 is the
+rule of runs saved before the key existed (such a prompt wrapped in a second user turn; `prompt` + `response` joined
+as written)."""
+
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
@@ -144,6 +151,8 @@ def run_problems(cfg: Any) -> list[str]:
             f"data.split_version: {cfg.data.split_version} is not 1 (by record), 2 (by prompt in each subset) or 3 "
             "(by prompt across subsets)"
         )
+    if cfg.data.text_version not in TEXT_VERSIONS:
+        problems.append(f"data.text_version: {cfg.data.text_version} is not 1 (earlier runs' rule) or 2")
     nu = cfg.loss.davidson_nu
     if nu != "learned" and (isinstance(nu, str) or nu < 0):
         problems.append(f"loss.davidson_nu: {nu!r} is not 'learned' or a number >= 0")

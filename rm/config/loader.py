@@ -166,13 +166,23 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
 
 
 def saved_split_version(path: str | Path) -> int:
-    """data.split_version of a config rm saved (a run's or a checkpoint's config.yaml, an export's rm_config.yaml),
+    """data.split_version of a config rm saved (a run's or a checkpoint's config.yaml, the one an export keeps),
     so that resuming, re-exporting or `rm eval --holdout` draws the run's own hold-out again, not the current
     default's: as written, or 1 (by record) where it has none, as runs saved before the key existed held out."""
     data = read_yaml(path).get("data") or {}
     version = data.get("split_version", 1) if isinstance(data, dict) else 1
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigError(f"{path}: data.split_version: expected an integer, got {version!r}")
+    return version
+
+
+def saved_text_version(path: str | Path) -> int:
+    """data.text_version of a config rm saved, so that scoring an export builds the text its training built: as
+    written, or 1 where it has none (runs saved before the key existed read records by that rule)."""
+    data = read_yaml(path).get("data") or {}
+    version = data.get("text_version", 1) if isinstance(data, dict) else 1
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigError(f"{path}: data.text_version: expected an integer, got {version!r}")
     return version
 
 

@@ -228,7 +228,7 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
 
 
 def saved_config(cfg: RunConfig) -> RunConfig:
-    """The config a run keeps (its config.yaml, each checkpoint's, an export's rm_config.yaml): its paths
+    """The config a run keeps (its config.yaml, each checkpoint's, an export's: exportdir.RUN_CONFIG): its paths
     absolute, and without `train.resume` and `train.overwrite`, which are commands to one invocation and not
     properties of the run (a saved `overwrite: true` made `train.resume=auto` on it retrain from step 0)."""
     cfg = absolute_paths(cfg)

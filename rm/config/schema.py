@@ -160,6 +160,8 @@ class DataConfig:
     """auto: rows of one prompt become a group, pairs stay pairs; true: pairs of one prompt merge too; false: none."""
     split_version: int = 3
     """Hold-out rule: 3 keeps a prompt on one side in every subset; 2 per subset, 1 by record (earlier runs' rules)."""
+    text_version: int = 2
+    """Record -> text rule: 2 reads a string prompt holding HH turns as those turns; 1 wrapped it again (older runs)."""
     num_proc: int = 0
     """Processes tokenizing the splits (0 or 1: this one; the fast tokenizer already uses every core for its part)."""
 

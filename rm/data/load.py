@@ -157,7 +157,7 @@ def load_pairs(
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
         _refuse_red_team("data.format" if cfg.format == "red-team" else "data.subsets")
-    renderer = Renderer(tokenizer, cfg.chat_template)
+    renderer = Renderer(tokenizer, cfg.chat_template, cfg.text_version)
     ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
     if head is not None and head.attributes:
         ctx.attributes, ctx.attribute_scales = tuple(head.attributes), dict(head.attribute_scales)

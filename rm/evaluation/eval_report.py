@@ -26,17 +26,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 from accelerate import Accelerator
 
 from rm.config import DataConfig
 from rm.config.atomic import write_text
+from rm.config.exportdir import RUN_CONFIG, ExportDir
 from rm.config.head_config import HeadConfig
-from rm.config.loss_config import LossConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.formats.group import rank_of
@@ -113,30 +112,14 @@ def _same_place(a: str, b: str) -> bool:
     return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
 
 
-def soft_loss(model: str) -> LossConfig | None:
-    """The loss section of a run trained with soft labels (the export's rm_config.yaml says loss.strength=soft), so
-    `rm eval` reads each pair's strength as that run's target and reports `soft_calibration`; None otherwise."""
-    saved = Path(model) / "rm_config.yaml"
-    loss = ((yaml.safe_load(saved.read_text()) or {}).get("loss") or {}) if saved.is_file() else {}
-    if loss.get("strength") != "soft":
-        return None
-    return LossConfig(
-        strength="soft", strength_map=loss.get("strength_map", "linear"), strength_max=loss.get("strength_max", 0)
-    )
-
-
 def training_overlap(model: str, data: DataConfig) -> str:
-    """Why the pairs `data` picks are (partly) the model's own training pairs, from the export's rm_config.yaml;
-    "" when they are not, or when nothing says. `rm eval` of a run's export on its own training file gave no
+    """Why the pairs `data` picks are (partly) the model's own training pairs, from the run config saved with the
+    export; "" when they are not, or when nothing says. `rm eval` of a run's export on its own training file gave no
     word although 216 of its 240 pairs were training pairs: the accuracy of pairs it learnt is no estimate."""
-    saved = Path(model) / "rm_config.yaml"
-    if not saved.is_file():
+    folder = ExportDir(model)
+    if not folder.from_rm:
         return ""
-    run = yaml.safe_load(saved.read_text()) or {}
-    trained = run.get("data", {})
-    source = str(trained.get("source", ""))
-    if source == "synthetic":  # the run wrote its generated data into <output_dir>/data
-        source = str(Path(str(run.get("output_dir", ""))) / "data")
+    trained, source = folder.training_data()
     split = data.train_split if not data.eval_split else data.eval_split
     is_file = Path(data.source).expanduser().is_file()
     inside = (
@@ -151,7 +134,7 @@ def training_overlap(model: str, data: DataConfig) -> str:
         return ""  # exactly the run's held-out pairs
     return (
         f"{data.source}" + ("" if is_file else f" (split {split})") + f" is the data {model} was trained on (its "
-        f"rm_config.yaml: data.source={trained.get('source')}, data.train_split={trained.get('train_split')}): "
+        f"{RUN_CONFIG}: data.source={trained.get('source')}, data.train_split={trained.get('train_split')}): "
         "pairs it trained on score higher than new ones; evaluate its held-out pairs (--holdout "
         f"{trained.get('eval_fraction')} --split-seed {trained.get('split_seed', 0)}) or its eval split instead"
     )
@@ -169,12 +152,15 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     reward_model, tokenizer = load_reward_model(
         model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
     )
+    if ExportDir(model).from_rm:  # its records read by the rule its training read them with (text_rule.py)
+        data = replace(data, text_version=ExportDir(model).text_version())
     report = DataReport(data.on_bad_record)
     overlap = training_overlap(model, data)
     if overlap and accelerator.is_main_process:
         log.warning("warning: %s", overlap)
     attributes = model_attributes(reward_model)
-    read = {"loss": loss} if (loss := soft_loss(model)) is not None else {}  # strengths as soft targets, as trained
+    # A run trained with soft labels: each pair's strength is read as its target, as trained (soft_calibration).
+    read = {"loss": loss} if (loss := ExportDir(model).soft_loss()) is not None else {}
     if attributes:  # each response's scores of the model's attributes, read as training reads them (no scale check)
         read["head"] = HeadConfig(attributes=attributes)
     items = eval_pairs(data, tokenizer, report, **read)  # a model without either reads its pairs exactly as before

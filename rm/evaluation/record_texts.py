@@ -17,8 +17,9 @@ from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer, messages_from
 from rm.data.formats.group import Group
 from rm.data.formats.hh import ASSISTANT, split_pair
-from rm.data.formats.pair import ParseContext
+from rm.data.formats.pair import ParseContext, user_prompt
 from rm.data.formats.parse import detect_format, parse_record
+from rm.data.formats.ranked import rendered
 from rm.errors import RecordError
 
 GROUP_KEY = "rewards"
@@ -75,7 +76,8 @@ def texts_of(
     """Each text a record asks to score.
 
     `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
-    attempts), `text`, `prompt`+`response`, a K-response record (`group_texts`), `chosen`+`rejected` (HH
+    attempts), `text`, `prompt`+`response` (rendered as training's rows format renders it, by `renderer`'s
+    record -> text rule: rm/data/formats/text_rule.py), a K-response record (`group_texts`), `chosen`+`rejected` (HH
     pairs, prompt/chosen/rejected, or message lists as training reads them, rendered by `renderer`; scored
     as two texts: `chosen_reward` and `rejected_reward`). A record that cannot be scored raises RecordError
     (stop, or skip and count); `report` takes the lossless fixes a group's parser makes, as training's does.
@@ -91,8 +93,15 @@ def texts_of(
         return value
 
     fmt = "" if field or any(k in record for k in ("transcript", "text", "response")) else detect_format(record)
+    renderer, report = renderer or Renderer(), report or DataReport(repair_always=True)
     if fmt in GROUP_FORMATS:
-        return group_texts(record, fmt, origin, renderer or Renderer(), report or DataReport(repair_always=True))
+        return group_texts(record, fmt, origin, renderer, report)
+    if fmt == "conversation":  # message lists, TRL's conversational layout included: training's own parser
+        pair = parse_record(fmt, record, origin, ParseContext(report, renderer))[0]
+        return [
+            ScoreText("chosen_reward", pair.prompt, pair.chosen, pair.turn_starts),
+            ScoreText("rejected_reward", pair.prompt, pair.rejected, pair.turn_starts),
+        ]
     texts = _texts(record, field, text, renderer)
     for t in texts:  # training refuses a pair whose answer is blank (rm/data/formats/pair.py): so does scoring
         if t.prompt and not t.response.strip():
@@ -101,7 +110,7 @@ def texts_of(
     return texts
 
 
-def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Renderer | None) -> list[ScoreText]:
+def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Renderer) -> list[ScoreText]:
     """`texts_of`'s choice of fields, in its order."""
     if field:
         return [ScoreText("reward", *split_last_turn(text(field)))]
@@ -109,9 +118,13 @@ def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Rende
         if name in record:
             return [ScoreText("reward", *split_last_turn(text(name)))]
     if "response" in record:
-        return [ScoreText("reward", text("prompt") if "prompt" in record else "", text("response"))]
+        if "prompt" not in record:
+            return [ScoreText("reward", "", text("response"))]
+        if renderer.version < 2:  # the rule such a model was trained with: prompt + response as written
+            return [ScoreText("reward", text("prompt"), text("response"))]
+        return [row_text(record, renderer)]
     if isinstance(record.get("chosen"), list) or isinstance(record.get("rejected"), list):
-        rendered = (renderer or Renderer()).pair(
+        rendered = renderer.pair(
             messages_from(record.get("chosen"), "chosen"), messages_from(record.get("rejected"), "rejected")
         )
         return [
@@ -136,6 +149,19 @@ def _texts(record: dict, field: str, text: Callable[[str], str], renderer: Rende
         "no text to score: expected a 'transcript', 'text', 'prompt'+'response' or 'chosen'+'rejected' field "
         f"(or name one with --field); fields are {sorted(record)}",
     )
+
+
+def row_text(record: dict, renderer: Renderer) -> ScoreText:
+    """A `prompt` + `response` record as training's rows format renders it (rm/data/formats/rows.py): the prompt
+    (a string, the HH turns it holds, or messages) then the response as the assistant's message."""
+    raw = record["prompt"]
+    prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
+    response = record.get("response")
+    if not isinstance(response, str):
+        got = f"a {type(response).__name__}"
+        raise RecordError("not_a_string", f"field 'response' must be a string, got {got}", "response")
+    text = rendered(prompt, [response], ["response"], renderer)
+    return ScoreText("reward", text.prompt, text.responses[0], text.turn_starts)
 
 
 def group_texts(record: dict, fmt: str, origin: str, renderer: Renderer, report: DataReport) -> list[ScoreText]:

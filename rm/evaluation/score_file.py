@@ -32,6 +32,7 @@ from transformers import PreTrainedTokenizerBase
 from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
+from rm.data.formats.text_rule import TEXT_VERSION
 from rm.data.sources import count_records, read_file
 from rm.errors import ConfigError, RecordError
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText, output_fields, texts_of
@@ -190,6 +191,7 @@ def score_file(
     progress: bool = True,
     on_bad_record: str = "error",
     overwrite: bool = False,
+    text_version: int = TEXT_VERSION,
 ) -> dict[str, Any]:
     """Score every record of a file (JSON lines or array, CSV, Parquet) into a JSON-lines file, in order.
 
@@ -210,7 +212,8 @@ def score_file(
     window = window or 16 * batch_size
     device = next(model.parameters()).device
     prefix = special_prefix(tokenizer)
-    renderer = Renderer(tokenizer)  # message lists: the model's chat template where it has one, as training
+    # message lists: the model's chat template where it has one, as training; string prompts by its text rule
+    renderer = Renderer(tokenizer, version=text_version)
     counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
     nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.

@@ -16,6 +16,7 @@ import yaml
 from huggingface_hub import ModelCardData
 
 from rm.config import RunConfig, to_dict
+from rm.config.exportdir import RUN_CONFIG
 from rm.export.outputs import outputs_section
 from rm.export.usage import Example, usage_snippet
 
@@ -195,7 +196,7 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     return (
         "## Training\n\nTrained with rm (pairwise Bradley-Terry reward modelling).\n\n"
         f"| | |\n| --- | --- |\n{table}\n\n"
-        "<details><summary>Full run configuration (also in <code>rm_config.yaml</code>)</summary>\n\n"
+        f"<details><summary>Full run configuration (also in <code>{RUN_CONFIG}</code>)</summary>\n\n"
         f"```yaml\n{full}\n```\n\n</details>\n"
     )
 
@@ -227,7 +228,7 @@ TEXT_OF = {
         "The training data mixed record formats that write text differently (HH text, `prompt + response` as "
         "written, rendered message lists), so no one chat template writes what the model saw and this tokenizer "
         "has none. Build each text as training did: an HH record's conversation as it is, a `prompt` record's "
-        "`prompt + response` with nothing between, a message list as `rm_config.yaml`'s `data.chat_template` "
+        f"`prompt + response` with nothing between, a message list as `{RUN_CONFIG}`'s `data.chat_template` "
         "rendered it."
     ),
 }

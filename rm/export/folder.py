@@ -3,10 +3,10 @@
 The folder holds the model (num_labels=1, or 1 + A named attribute outputs: rm/export/outputs.py; the head
 under the architecture's own name, safetensors only), the tokenizer (with the chat template that rendered the
 training text, and what transformers 4.x, TRL, RewardBench and OpenRLHF need: rm/export/compat.py),
-`pad_token_id` in the config, the run's config as `rm_config.yaml`, the eval.json that describes these weights
-(when there is one) and a model card, `README.md`. LoRA weights are merged into the base weights, keeping the
-trained copy of the score head (peft's `modules_to_save`), and the saved names are checked against a fresh model
-of the same class, so a wrapper prefix or a lost head cannot reach the folder.
+`pad_token_id` in the config, the run's config, the eval.json that describes these weights (when there is one)
+and a model card, `README.md` (each file named by rm/config/exportdir.py). LoRA weights are merged into the base
+weights, keeping the trained copy of the score head (peft's `modules_to_save`), and the saved names are checked
+against a fresh model of the same class, so a wrapper prefix or a lost head cannot reach the folder.
 
 The end of `rm train` and `python -m rm export` both call `export_model`, so a run's `export/` and an
 export of its last checkpoint are the same files. Plain transformers reads the score at the last
@@ -25,9 +25,10 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rm.config import RunConfig, load_config
+from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained, write_text
-from rm.config.rundir import EVAL, RunDir, partial_folder, record_written, write_config
+from rm.config.exportdir import RUN_CONFIG, ExportDir
+from rm.config.rundir import RunDir, partial_folder, record_written, write_config
 from rm.errors import ExportError, RMError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
@@ -114,26 +115,20 @@ def check_names(hf: PreTrainedModel) -> None:
         raise ExportError(unnamed_outputs(hf))
 
 
-EXPORT_FILES = ("README.md", "rm_config.yaml", "eval.json", "config.json", "generation_config.json",
-                "model*.safetensors", "model.safetensors.index.json", "modeling_*.py", "tokenizer*",
-                "special_tokens_map.json", "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "*.model",
-                "chat_template.*")  # fmt: skip
-"""The names an export's files can have (save_pretrained's, the tokenizer's, rm's own): what --overwrite removes."""
-
-
 def check_out_dir(out: Path, overwrite: bool) -> None:
     """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder, and never
     one holding a file an export does not write (overwrite deletes only what rm wrote)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not overwrite:
             raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
-        if not (out / "rm_config.yaml").is_file():  # only what rm wrote: a model folder of one's own is kept
-            raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no rm_config.yaml)")
+        folder = ExportDir(out)
+        if not folder.from_rm:  # only what rm wrote: a model folder of one's own is kept
+            raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no {RUN_CONFIG})")
         try:
-            load_config(out / "rm_config.yaml")
+            folder.load()
         except (RMError, OSError, ValueError, TypeError, AttributeError):
-            raise ExportError(f"refusing to replace {out}: its rm_config.yaml is not an rm run config") from None
-        foreign = sorted(p.name for p in out.iterdir() if not (p.is_file() and any(map(p.match, EXPORT_FILES))))
+            raise ExportError(f"refusing to replace {out}: its {RUN_CONFIG} is not an rm run config") from None
+        foreign = sorted(p.name for p in out.iterdir() if not folder.is_export_file(p))
         if foreign:
             raise ExportError(
                 f"refusing to replace {out}: it holds {', '.join(foreign[:3])}, which an rm export does not write; "
@@ -258,10 +253,11 @@ def write_folder(
     write_modeling_file(hf, tmp)
     saved_tokenizer = export_tokenizer(tokenizer, cfg)
     saved_tokenizer.save_pretrained(tmp)
-    write_config(cfg, tmp / "rm_config.yaml")  # as the run keeps it: absolute paths, no one-time commands
+    folder = ExportDir(tmp)
+    write_config(cfg, folder.run_config)  # as the run keeps it: absolute paths, no one-time commands
     if eval_result is not None:
-        write_eval(tmp / EVAL, eval_result)
-    write_text(tmp / "README.md", render_card(cfg, facts))
+        write_eval(folder.eval_json, eval_result)
+    write_text(folder.card, render_card(cfg, facts))
     finish_folder(tmp, saved_tokenizer)
     unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     if unsafe:  # transformers 5 writes safetensors only; this keeps it that way

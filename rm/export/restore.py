@@ -29,7 +29,8 @@ from safetensors import safe_open
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rm.config import RunConfig, load_config
-from rm.config.loader import saved_split_version
+from rm.config.exportdir import ExportDir
+from rm.config.loader import saved_split_version, saved_text_version
 from rm.config.rundir import CHECKPOINTS, CONFIG, MARKER, STATE, WEIGHTS, RunDir, checkpoint_problem, checkpoint_step
 from rm.errors import ConfigError, ExportError
 from rm.export.outputs import note_attribute_sigma
@@ -136,8 +137,8 @@ def resolve_source(path: str | Path) -> Source:
         raise ExportError(f"{path}: no {CONFIG} here or in {run_dir.root} (is this a run directory of `rm train`?)")
     try:
         cfg = load_config(config)
-        # An export's rm_config.yaml must name the hold-out the run drew (`rm eval --holdout` reads it there).
-        cfg = replace(cfg, data=replace(cfg.data, split_version=saved_split_version(config)))
+        split, text = saved_split_version(config), saved_text_version(config)  # the run's hold-out and text rules
+        cfg = replace(cfg, data=replace(cfg.data, split_version=split, text_version=text))
     except ConfigError as e:
         raise ExportError(f"cannot rebuild the model: {e}") from None
     run_eval = json.loads(run_dir.eval_json.read_text()) if run_dir.eval_json.is_file() else None
@@ -274,7 +275,7 @@ def load_model(source: Source, tokenizer: PreTrainedTokenizerBase) -> PreTrained
     """The model behind `source`: a transformers model, or a PeftModel around one for LoRA checkpoints. The run's
     end-of-run export gives back what its config.json kept of the loss (Davidson's nu, attribute sigmas); one
     written reward-only (export.reward_only) has the reward's output alone, so the model is rebuilt with that."""
-    exported = source.weights.parent / "config.json"
+    exported = ExportDir(source.weights.parent).model_config
     kept = json.loads(exported.read_text()) if source.is_export and exported.is_file() else {}
     model_cfg = source.cfg.model
     if kept and len(kept.get("id2label") or {0: "reward"}) == 1 and model_cfg.head.attributes:

@@ -18,7 +18,6 @@ import logging
 from pathlib import Path
 
 import torch
-import yaml
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -28,6 +27,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from rm.config.exportdir import ExportDir
 from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.hub_reach import hub_advice, hub_offline, unreachable
@@ -129,8 +129,8 @@ def why_not_loaded(name: str, error: BaseException) -> str:
     must use alphanumeric chars"), an rm run directory given where a model is expected, or the Hub offline."""
     path = Path(name).expanduser()
     run = RunDir(path)
-    if path.is_dir() and run.config.is_file() and not (path / "config.json").is_file():
-        if (run.export / "config.json").is_file():
+    if path.is_dir() and run.config.is_file() and not ExportDir(path).holds_model:
+        if ExportDir(run.export).holds_model:
             return f"{path} is an rm run directory, not a model: use its export, {run.export}"
         return f"{path} is an rm run directory, not a model: export it first (python -m rm export {path} --out DIR)"
     if (name.startswith(("/", ".", "~")) or name.count("/") > 1) and not path.exists():
@@ -145,7 +145,7 @@ def why_not_loaded(name: str, error: BaseException) -> str:
 
 def default_max_length(model_path: str, model: nn.Module) -> int:
     """The training run's `collator.max_length` when the folder carries rm's config, else the model's limit."""
-    saved = Path(model_path) / "rm_config.yaml"
-    if saved.is_file():
-        return int(yaml.safe_load(saved.read_text())["collator"]["max_length"])
+    saved = ExportDir(model_path).max_length()
+    if saved is not None:
+        return saved
     return min(getattr(model.hf.config, "max_position_embeddings", None) or 1024, 2048)

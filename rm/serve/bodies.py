@@ -6,8 +6,9 @@ so the rewards are `rm score`'s:
 - `/score` `texts` and `/get_reward` `query`: each as a `{"text": ...}` record (split at its last "Assistant:" tag);
 - `/score` `messages`: each conversation as a `responses` record renders its prompt and one answer (the messages
   up to the final run of assistant messages are the prompt; the model's chat template, else HH text);
-- `/score_groups`: a text prompt's responses as `prompt + response` sharing the prompt; a message-list prompt's
-  responses rendered as a `responses` record renders them. A group's texts are fitted into max_length together,
+- `/score_groups`: a group rendered as a `responses` record renders it (a text prompt as a user message, or the HH
+  turns it holds: rm/data/formats/text_rule.py; `prompt + response` as written for a model saved with
+  data.text_version 1). A group's texts are fitted into max_length together,
   as `rm score` fits a K-response record, so its prompt is cut once and computed once;
 - flat texts of one `/score` or `/get_reward` request whose prompts have the same ids go to the batcher as one
   group (`batched`), each keeping the reward it gets alone.
@@ -218,7 +219,14 @@ def one_group(group: dict, where: str, scorer: Scorer) -> list[ScoreText]:
                 raise RequestError(400, f"{name} must be a string (the prompt is text), got a JSON {kind(r)}")
             if not r.strip():
                 raise RequestError(422, f"{name} is empty")
-        return [ScoreText(GROUP_KEY, prompt, r) for r in responses]
+        if scorer.renderer.version < 2:  # the rule such a model was trained with: prompt + response as written
+            return [ScoreText(GROUP_KEY, prompt, r) for r in responses]
+        if not responses:
+            return []
+        if not prompt.strip():  # training refuses an empty user turn (rm/data/formats/pair.py: user_prompt)
+            raise RequestError(422, f"{where}.prompt is empty")
+        text = guarded(lambda: rendered(prompt, responses, names, scorer.renderer, f"{where}.prompt"), where)
+        return [ScoreText(GROUP_KEY, text.prompt, r, text.turn_starts) for r in text.responses]
     head = guarded(lambda: messages_from(prompt, f"{where}.prompt"), f"{where}.prompt")
     rests = [answer(r, name) for r, name in zip(responses, names, strict=True)]
     if not rests:

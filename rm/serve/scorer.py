@@ -17,8 +17,11 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, ScoreSeq, prompt_runs
+from rm.config.exportdir import ExportDir
+from rm.config.loader import saved_text_version
 from rm.config.rundir import WEIGHTS, RunDir
 from rm.data.formats.chat import Renderer
+from rm.data.formats.text_rule import TEXT_VERSION
 from rm.errors import ConfigError
 from rm.evaluation.record_texts import ScoreText
 from rm.evaluation.score_file import default_layout, encode_texts
@@ -51,12 +54,14 @@ class Scorer:
     weights: str = ""
     """Which weights of a run rebuilt from a checkpoint are served ("step 16 of 400: the run has not finished", as
     `rm export` says it); '' for an export, whose model card says it."""
+    text_version: int = TEXT_VERSION
+    """The record -> text rule the model was trained with (data.text_version: rm/data/formats/text_rule.py)."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
         """Names of outputs 1.. (model.head.attributes of an rm export); [] for a one-output model."""
         self.prefix = special_prefix(self.tokenizer)
-        self.renderer = Renderer(self.tokenizer)  # message lists: the model's chat template, as `rm score`
+        self.renderer = Renderer(self.tokenizer, version=self.text_version)  # as `rm score` renders
 
     @property
     def layout_name(self) -> str:
@@ -129,9 +134,11 @@ def load_scorer(
             refuse_diverged_export(Path(name).expanduser())
         model, tokenizer = load_reward_model(path, dtype, trust_remote_code, device=device, num_threads=num_threads)
         max_length = max_length or default_max_length(path, model)
+        version = ExportDir(path).text_version()
     else:
         model, tokenizer, run_length, weights = restored(run, dtype, device)
         max_length = max_length or run_length
+        version = saved_text_version(RunDir(run).config) if RunDir(run).config.is_file() else TEXT_VERSION
     check_positions(max_length, model.hf.config, "--max-length", name)
     norm = normalization(model.hf.config, name) if normalize else None
     layout = default_layout(model, tokenizer.pad_token_id)
@@ -141,14 +148,14 @@ def load_scorer(
         groups, why_not = prefix_support(model, tokenizer.pad_token_id, dev)
         if why_not:
             log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
-    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups, weights)
+    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups, weights, version)
 
 
 def exported(name: str) -> str:
     """A run directory's export folder in place of the run directory; anything else as given."""
     path = Path(name).expanduser()
     run = RunDir(path)
-    if path.is_dir() and not (path / "config.json").is_file() and (run.export / "config.json").is_file():
+    if path.is_dir() and not ExportDir(path).holds_model and ExportDir(run.export).holds_model:
         return str(run.export)
     return name
 
@@ -157,10 +164,10 @@ def run_to_restore(name: str) -> Path | None:
     """A run directory without an export (or one of its checkpoints): rebuilt from weights, not loaded as a
     transformers folder."""
     path = Path(name).expanduser()
-    if not path.is_dir() or (path / "config.json").is_file():
+    if not path.is_dir() or ExportDir(path).holds_model:
         return None
     run = RunDir(path)
-    if (run.export / "config.json").is_file():
+    if ExportDir(run.export).holds_model:
         return None
     return path if run.config.is_file() or (path / WEIGHTS).is_file() else None
 

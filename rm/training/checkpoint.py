@@ -36,7 +36,7 @@ from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, to_dict
 from rm.config.atomic import write_text
-from rm.config.loader import saved_split_version
+from rm.config.loader import saved_split_version, saved_text_version
 from rm.config.rundir import (
     CONFIG,
     MARKER,
@@ -249,7 +249,10 @@ def with_its_split(cfg: RunConfig, path: Path | None) -> RunConfig:
     the current default's (which would train on prompts it held out so far)."""
     if path is None or not (path / CONFIG).is_file():
         return cfg
-    version = saved_split_version(path / CONFIG)
+    version, text = saved_split_version(path / CONFIG), saved_text_version(path / CONFIG)
+    if text != cfg.data.text_version:  # and the record -> text rule it trained with, so its texts stay the same
+        log.info("resuming with the checkpoint's record -> text rule: data.text_version=%s, as it was trained", text)
+        cfg = replace(cfg, data=replace(cfg.data, text_version=text))
     if version == cfg.data.split_version:
         return cfg
     log.info("resuming with the checkpoint's hold-out rule: data.split_version=%s, as it was trained", version)

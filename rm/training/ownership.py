@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rm.config import RunConfig, load_config
+from rm.config.exportdir import EXPORT_FILES
 from rm.config.rundir import (
     CHECKPOINTS,
     CONFIG,
@@ -41,7 +42,6 @@ from rm.config.rundir import (
 )
 from rm.config.sealed import MARKER, as_recorded
 from rm.errors import ConfigError, RMError
-from rm.export.folder import EXPORT_FILES
 
 MINE, CHANGED, FOREIGN = "mine", "changed", "foreign"
 SHOWN = 20

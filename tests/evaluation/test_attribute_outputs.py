@@ -54,7 +54,8 @@ def test_rm_score_writes_reward_and_attributes_equal_to_plain_logits(attribute_e
     assert cli_main(["score", "--model", str(attribute_export), "--input", str(src), "--out", str(out)]) == 0
     single, pair, group = [json.loads(line) for line in out.read_text().splitlines()]
     texts = [
-        (single, "reward", "attributes", "What is 2 + 3?", "5, I think."),
+        # a row's prompt is the user's turn, as training's rows format renders it (rm/data/formats/text_rule.py)
+        (single, "reward", "attributes", "\n\nHuman: What is 2 + 3?\n\nAssistant:", " 5, I think."),
         (pair, "chosen_reward", "chosen_attributes", "Say hi.", "Hi there!"),
         (pair, "rejected_reward", "rejected_attributes", "Say hi.", "No."),
     ]

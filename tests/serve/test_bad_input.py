@@ -91,7 +91,8 @@ def test_too_long_texts_are_cut_from_the_left_and_flagged_or_refused(short):
     response; with --on-too-long error the whole request is refused naming the text."""
     with client(short) as c:
         got = c.post("/score", json={"texts": [LONG, "short one"]})
-        group = c.post("/score_groups", json={"groups": [{"prompt": LONG, "responses": [" yes", " no"]}]})
+        prompt = LONG + "\n\nHuman: Yes or no?\n\nAssistant:"  # a prompt ends where the answer goes
+        group = c.post("/score_groups", json={"groups": [{"prompt": prompt, "responses": [" yes", " no"]}]})
     assert got.status_code == 200, got.text
     assert got.json()["truncated"] == [True, False]
     assert got.json()["rewards"] == pytest.approx([text_reference(short, t)[0] for t in (LONG, "short one")], abs=1e-5)

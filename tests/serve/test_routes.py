@@ -150,7 +150,8 @@ def test_health_and_info(scorer):
         c.post("/score_groups", json={"groups": [{"prompt": "Hi.", "responses": ["a", "bb", "ccc"]}]})
         info = c.get("/info").json()
     assert (before["scored"], before["tokens"], before["busy_seconds"]) == (0, 0, 0.0)
-    seqs = scorer.encode([ScoreText(GROUP_KEY, "Hi.", r) for r in ["a", "bb", "ccc"]])
+    hh = "\n\nHuman: Hi.\n\nAssistant:"  # a text prompt is the user's turn (rm/data/formats/text_rule.py)
+    seqs = scorer.encode([ScoreText(GROUP_KEY, hh, " " + r) for r in ["a", "bb", "ccc"]])
     prompt_once = len(seqs[0].prompt_ids) + sum(len(s.response_ids) for s in seqs)
     assert info.pop("scored") == 3 and info.pop("tokens") == prompt_once and info.pop("busy_seconds") > 0
     assert info == {

@@ -14,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rm.config.checks import TEXT_VERSIONS
 from rm.data.formats.turns import split_index
 from rm.errors import DataError, RecordError
 
 ROLES = ("system", "user", "assistant")
 HH_TAGS = {"system": "System", "user": "Human", "assistant": "Assistant"}
+MARK = "\ue000"
+"""A private-use character: no template writes it, so the text before it is the template's opening of a turn."""
 CHECKED_TURNS = 8
 """Later user turns up to which every prefix is rendered (more: one render with markers, three prefixes checked)."""
 
@@ -100,7 +103,10 @@ def puts_tokens_in_front(tokenizer: Any) -> bool:
 class Renderer:
     """Turns message lists into pair text: with the tokenizer's chat template, or as HH text."""
 
-    def __init__(self, tokenizer: Any = None, mode: str = "auto"):
+    def __init__(self, tokenizer: Any = None, mode: str = "auto", version: int = TEXT_VERSIONS[-1]):
+        self.version = version
+        """data.text_version: the record -> text rule of the model's training (rm/data/formats/text_rule.py)."""
+        self._opening: str | None = None
         has_template = tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
         if mode == "tokenizer" and not has_template:
             raise DataError("data.chat_template is 'tokenizer' but the tokenizer has no chat template")
@@ -110,6 +116,20 @@ class Renderer:
         self.bos = ""
         if self.tokenizer is not None and getattr(tokenizer, "bos_token", None):
             self.bos = tokenizer.bos_token if puts_tokens_in_front(tokenizer) else ""
+
+    def user_opening(self) -> str:
+        """The text the chat template writes before a user message's content ("<|im_start|>user\\n"), "" where it
+        writes none (the concatenating template), writes HH's own tag (read as turns instead), or there is none."""
+        if self._opening is None:
+            text = ""
+            if self.tokenizer is not None:
+                try:
+                    text = self._apply([Message("user", MARK)], generation=False)
+                except RecordError:  # a template that takes no lone user message: nothing to look for
+                    text = ""
+            opening = text[: max(text.find(MARK), 0)].removeprefix(self.bos).strip()
+            self._opening = "" if opening in ("", "Human:") else opening
+        return self._opening
 
     @property
     def name(self) -> str:

@@ -11,10 +11,10 @@
 `data.score_field` (`ParseContext.score_field`) names the score that orders an UltraFeedback group
 (`overall_score` by default, `fine-grained_score`, or an annotation aspect such as `helpfulness`, whose
 `Rating` is read); a missing score ("N/A") leaves that response out rather than refusing the record. A
-plain-text prompt is a user message and each response an assistant message, rendered as pairs of message
-lists are (rm/data/formats/chat.py: the tokenizer's chat template, or HH text); Nectar's prompts are HH
-text already, and its answers follow them as HH answers do (after a space). One row per response
-(HelpSteer2) is `rm/data/formats/rows.py`.
+plain-text prompt is a user message (or the HH turns it holds: rm/data/formats/text_rule.py) and each response an
+assistant message, rendered as pairs of message lists are (rm/data/formats/chat.py: the tokenizer's chat template,
+or HH text); Nectar's prompts are HH text already, and its answers follow them as HH answers do (after a space).
+One row per response (HelpSteer2) is `rm/data/formats/rows.py`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rm.data.formats.chat import Message, RenderedGroup, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
 from rm.data.formats.pair import ParseContext, string_of, subset_of, text_field, user_prompt
+from rm.data.formats.text_rule import answer_message, prompt_messages
 from rm.errors import RecordError
 
 
@@ -45,11 +46,13 @@ def _object(value: Any, field: str) -> dict:
 
 
 def rendered(
-    prompt: str | list[Message], texts: list[str | list[Message]], names: list[str], renderer: Renderer
-) -> RenderedGroup:
-    """Messages (a string prompt is one user message, a string response one assistant message) as text."""
-    head = [Message("user", prompt)] if isinstance(prompt, str) else prompt
-    rests = [[Message("assistant", t)] if isinstance(t, str) else t for t in texts]
+    prompt: str | list[Message], texts: list[str | list[Message]], names: list[str], renderer: Renderer,
+    field: str = "prompt",
+) -> RenderedGroup:  # fmt: skip
+    """Messages as text: a string prompt and string responses by the record -> text rule (text_rule.py: one user
+    message, or the HH turns it holds), named `field` in errors."""
+    head, after_hh = prompt_messages(prompt, renderer, field)
+    rests = [[answer_message(t, after_hh)] if isinstance(t, str) else t for t in texts]
     for name, rest in zip(names, rests, strict=True):
         if rest[0].role != "assistant":
             raise RecordError("bad_message", f"field {name!r} must start with an assistant message", name)
@@ -59,9 +62,9 @@ def rendered(
 def _rendered_group(
     prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
     ctx: ParseContext, record: dict, origin: str, fields: tuple[str, str], scores: tuple[float, ...] | None = None,
-    attributes: list[tuple[float, ...]] | None = None,
+    attributes: list[tuple[float, ...]] | None = None, field: str = "prompt",
 ) -> Group:  # fmt: skip
-    text = rendered(prompt, texts, names, ctx.renderer)
+    text = rendered(prompt, texts, names, ctx.renderer, field)
     subset = subset_of(record, ctx.subset)
     return checked_group(
         text.prompt, list(text.responses), rank, names, subset, origin, *fields, turn_starts=text.turn_starts,
@@ -82,7 +85,8 @@ def ultrafeedback_score(completion: dict, field: str, where: str) -> float | Non
 
 def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
     score_field = ctx.score_field or "overall_score"
-    prompt = user_prompt(record, "instruction" if "instruction" in record else "prompt")
+    name = "instruction" if "instruction" in record else "prompt"
+    prompt = user_prompt(record, name)
     texts, scores, names, attributes = [], [], [], []
     for k, item in enumerate(_list(record, "completions")):
         where = f"completions[{k}]"
@@ -96,7 +100,7 @@ def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
                 attributes.append(ultrafeedback_scores(completion, ctx.attributes, where, ctx.attribute_scales))
     rank = ranks_from_scores(scores)
     fields = ("completions", f"completions[].{score_field}")
-    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores), attributes)
+    return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores), attributes, name)
 
 
 def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
