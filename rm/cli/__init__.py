@@ -42,8 +42,10 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     n_trials=2`): argparse takes the positionals in one go, so it would call the later ones unrecognized.
     (parse_intermixed_args would do the same but refuses subcommands.)"""
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command in ("train", "sweep", "sweep-trial") and all("=" in e and e[0] != "-" for e in extra):
-        args.overrides += extra
+    # train's and sweep's overrides are `overrides`; the other commands' (rm/config/flags.py) `settings`
+    target = "overrides" if args.command in ("train", "sweep", "sweep-trial") else "settings"
+    if extra and hasattr(args, target) and all("=" in e and e[0] != "-" for e in extra):
+        setattr(args, target, getattr(args, target) + extra)
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args

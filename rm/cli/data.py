@@ -7,7 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from rm.cli.options import add_data_args
+from rm.cli.options import DataFlags
+from rm.config.flags import add_flags
 
 
 def add(sub) -> None:
@@ -34,7 +35,7 @@ def add(sub) -> None:
     p.add_argument("--tokenizer", default="", help="tokenizer for lengths (default: a BPE trained on SOURCE)")
     p.add_argument("--max-length", type=int, default=512, help="report what this max_length would cut")
     p.add_argument("--vocab-size", type=int, default=8192, help="vocab of the BPE trained without --tokenizer")
-    add_data_args(p)
+    add_flags(p, DataFlags)
     p.set_defaults(func=run)
 
 

@@ -6,12 +6,49 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rm.cli.options import add_data_args, add_model_args, data_config, subset_list
+from rm.cli.options import DataFlags, ModelFlags, ThreadFlags, data_config, subset_list
+from rm.config.flags import add_flags, add_settings, option
 
 if TYPE_CHECKING:  # the library is imported when a command runs, so that --help answers without it
     from rm.config import DataConfig
+
+SUITES = ["rewardbench", "rewardbench2", "rm-bench"]
+
+
+@dataclass
+class EvalFlags(ThreadFlags, DataFlags, ModelFlags):
+    """`rm eval`'s options: the model's and the data's (rm/cli/options.py), then these."""
+
+    data: str | None = option(None)
+    """pairs or groups: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a
+    Hub name (required without --suite; with it, default: the suite's Hub dataset)"""
+    suite: str | None = option(None, choices=SUITES)
+    """also compute this leaderboard's own aggregates (eval.json's `suite`) on its published layout: rewardbench
+    (allenai/reward-bench), rewardbench2 (allenai/reward-bench-2), rm-bench (THU-KEG/RM-Bench)"""
+    prior_sets: str = option("", metavar="SOURCE")
+    """with --suite rewardbench: RewardBench's prior preference sets (allenai/preference-test-sets, or a folder of
+    its splits) for the optional Prior Sets figure"""
+    out: str = option("runs/eval")
+    """report directory"""
+    split: str | None = option(None)
+    """split to read from a directory or Hub dataset (unset: test; with --suite, the leaderboard's split)"""
+    subsets: list[str] = option([], nargs="*")
+    """subsets to load, by spaces or commas (default: all)"""
+    eval_fraction: float = option(0.0, "--eval-fraction", "--holdout", metavar="FRACTION")
+    """evaluate the held-out FRACTION of a seeded split of --split, as training's data.eval_fraction"""
+    split_seed: int = option(0)
+    """seed of that split, as training's data.split_seed"""
+    on_bad_record: str = option("error", choices=["error", "skip"])
+    """skip (and count) malformed records instead of stopping, as training's data.on_bad_record"""
+    max_pairs: int = option(0)
+    """a seeded sample of at most this many pairs (0: all), as training's data.max_eval_pairs"""
+    bootstrap_samples: int = option(1000)
+    """bootstrap resamples for the intervals"""
+    seed: int = option(0)
+    """bootstrap seed"""
 
 
 def add(sub) -> None:
@@ -20,70 +57,36 @@ def add(sub) -> None:
         help="evaluate a reward model on preference pairs or ranked groups: eval.json, report.md, report.html, plots",
         description="Score preference pairs (or groups of K ranked or rated responses) with a reward model and report "
         "accuracy, calibration and length bias per subset, and for groups top-1, best-of-K and Kendall tau, with "
-        "intervals that resample prompts: eval.json, report.md, report.html and plots in --out.",
+        "intervals that resample prompts: eval.json, report.md, report.html and plots in --out. Options may also "
+        "be given as key=value (data.KEY=VALUE: as --set KEY=VALUE).",
     )
-    add_model_args(p)
-    p.add_argument(
-        "--data",
-        help="pairs or groups: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a "
-        "Hub name (required without --suite; with it, default: the suite's Hub dataset)",
-    )
-    p.add_argument(
-        "--suite",
-        choices=["rewardbench", "rewardbench2", "rm-bench"],
-        help="also compute this leaderboard's own aggregates (eval.json's `suite`) on its published layout: "
-        "rewardbench (allenai/reward-bench), rewardbench2 (allenai/reward-bench-2), rm-bench (THU-KEG/RM-Bench)",
-    )
-    p.add_argument(
-        "--prior-sets",
-        default="",
-        metavar="SOURCE",
-        help="with --suite rewardbench: RewardBench's prior preference sets (allenai/preference-test-sets, or a "
-        "folder of its splits) for the optional Prior Sets figure",
-    )
-    p.add_argument("--out", default="runs/eval", help="report directory (default: runs/eval)")
-    p.add_argument(
-        "--split",
-        help="split to read from a directory or Hub dataset (default: test; with --suite, the leaderboard's split)",
-    )
-    p.add_argument("--subsets", nargs="*", default=[], help="subsets to load, by spaces or commas (default: all)")
-    p.add_argument(
-        "--holdout",
-        type=float,
-        default=0.0,
-        help="evaluate the held-out FRACTION of a seeded split, as training's data.eval_fraction",
-    )
-    p.add_argument("--split-seed", type=int, default=0, help="seed of that split (training's data.split_seed)")
-    p.add_argument(
-        "--on-bad-record",
-        choices=["error", "skip"],
-        default="error",
-        help="skip (and count) malformed records instead of stopping, as training's data.on_bad_record",
-    )
-    add_data_args(p)
-    p.add_argument("--max-pairs", type=int, default=0, help="a seeded sample of at most this many pairs")
-    p.add_argument("--bootstrap-samples", type=int, default=1000, help="bootstrap resamples for the intervals")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    add_threads_arg(p)
+    add_flags(p, EvalFlags)
+    add_settings(p)
     p.set_defaults(func=run)
 
 
-def add_threads_arg(p: argparse.ArgumentParser) -> None:
-    """--num-threads, as training's train.num_threads (rm/model/threads.py)."""
-    p.add_argument(
-        "--num-threads",
-        type=int,
-        default=0,
-        help="torch CPU threads (default 0: the cores this process may use, shared by the processes on the node)",
-    )
+def settle_eval(args: argparse.Namespace) -> EvalFlags:
+    """The options the flags and key=value overrides give; `data.KEY=VALUE` joins --set, as in a run config.
+    `--subsets a b` takes every word after it, so a `key=value` there (no subset name has "=") is an override."""
+    from dataclasses import replace
+
+    from rm.config.flags import settle
+
+    settings = [*(s for s in args.subsets if "=" in s), *args.settings]
+    data = [s.removeprefix("data.") for s in settings if s.startswith("data.")]
+    rest = [s for s in settings if not s.startswith("data.")]
+    subsets = [s for s in args.subsets if "=" not in s]
+    flags = settle(argparse.Namespace(**{**vars(args), "settings": rest, "subsets": subsets}), EvalFlags)
+    return replace(flags, overrides=[*flags.overrides, *data])
 
 
-def eval_data(args: argparse.Namespace) -> DataConfig:
+def eval_data(args: argparse.Namespace | EvalFlags) -> DataConfig:
     """The DataConfig the flags describe: the data options (--format, --columns, --set ...) with --data as
-    data.source, --subsets, --on-bad-record and the choice of pairs as training's keys. Without --holdout the
-    whole --split is scored (data.eval_split); with it, the held-out FRACTION of --split, as a run whose
-    data.train_split is that split holds out data.eval_fraction, by the rule that run used (data.split_version,
-    unless --set names it); --max-pairs is data.max_eval_pairs. The flags win over --set for their keys."""
+    data.source, --subsets, --on-bad-record and the choice of pairs as training's keys. Without --eval-fraction
+    the whole --split is scored (data.eval_split); with it (or its old name --holdout), the held-out FRACTION of
+    --split, as a run whose data.train_split is that split holds out data.eval_fraction, by the rule that run used
+    (data.split_version, unless --set names it); --max-pairs is data.max_eval_pairs. The flags win over --set for
+    their keys."""
     from dataclasses import replace
 
     split = args.split or "test"
@@ -95,15 +98,15 @@ def eval_data(args: argparse.Namespace) -> DataConfig:
         max_eval_pairs=args.max_pairs,
         on_bad_record=args.on_bad_record,
     )
-    if args.holdout:
+    if args.eval_fraction:
         said = any(o.split("=", 1)[0].strip() == "split_version" for o in args.overrides)
         version = cfg.split_version if said else trained_split_version(args.model, cfg.split_version)
-        return replace(cfg, train_split=split, eval_split="", eval_fraction=args.holdout, split_version=version)
+        return replace(cfg, train_split=split, eval_split="", eval_fraction=args.eval_fraction, split_version=version)
     return replace(cfg, eval_split=split)
 
 
 def trained_split_version(model: str, default: int) -> int:
-    """The hold-out rule the model's run used, so `--holdout` picks that run's held-out pairs: its saved config's
+    """The hold-out rule the model's run used, so `--eval-fraction` picks that run's held-out pairs: its saved config's
     data.split_version (the config an export keeps, a run directory's config.yaml), 1 for a run trained before the
     key existed (it split by record), `default` for a model rm did not train."""
     from rm.config.exportdir import ExportDir
@@ -116,14 +119,15 @@ def trained_split_version(model: str, default: int) -> int:
     return saved_split_version(run.config) if run.config.is_file() else default
 
 
-def suite_data(args: argparse.Namespace):
+def suite_data(args: argparse.Namespace | EvalFlags):
     """What `--suite` scores: --data (default: the suite's Hub dataset), --split (default: the leaderboard's),
     --subsets, --on-bad-record, --chat-template, --prior-sets. Options that choose or reshape pairs for a plain
-    eval (--holdout, --max-pairs, --format, --columns, --set) would change what the leaderboard scores: refused."""
+    eval (--eval-fraction, --max-pairs, --format, --columns, --set) would change what the leaderboard scores:
+    refused."""
     from rm.errors import ConfigError
     from rm.suites.suite_eval import SuiteData
 
-    said = [flag for flag, value in (("--holdout", args.holdout), ("--max-pairs", args.max_pairs),
+    said = [flag for flag, value in (("--eval-fraction/--holdout", args.eval_fraction), ("--max-pairs", args.max_pairs),
             ("--format", args.format), ("--columns", args.columns), ("--set", args.overrides)) if value]  # fmt: skip
     if said:
         raise ConfigError(f"{', '.join(said)} cannot be used with --suite: a suite scores its published records as "
@@ -147,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from rm.evaluation.eval_report import EvalOptions, evaluate_model
     from rm.evaluation.report.markdown import format_table
 
+    args = settle_eval(args)
     options = EvalOptions(
         batch_size=args.batch_size,
         max_length=args.max_length,

@@ -5,6 +5,36 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
+
+from rm.config.flags import add_flags, add_settings, option
+
+
+@dataclass
+class ExportFlags:
+    """`rm export`'s options; --normalize and --reward-only, unset, take the run's export.* keys."""
+
+    source: str = option("", positional=True, metavar="RUN_OR_CHECKPOINT_DIR")
+    """a run directory or one of its checkpoints, RUN/checkpoints/step-N"""
+    out: str = option("", required=True, metavar="DIR")
+    """folder to write (must be empty or absent)"""
+    push_to_hub: str | None = option(None, metavar="REPO_ID")
+    """then upload the folder (token: HF_TOKEN or login), as training's export.push_to_hub"""
+    private: bool = option(False)
+    """create the Hub repo private, as export.private"""
+    revision: str | None = option(None, metavar="REV")
+    """Hub branch to push to (created if missing), as export.revision"""
+    normalize: bool | None = option(None)
+    """store the mean/std of rewards over the run's training pairs in config.json (unset: export.normalize)"""
+    eval: bool = option(False)
+    """score the run's held-out pairs with these weights"""
+    reward_only: bool | None = option(None)
+    """write the reward output alone (num_labels=1) of a model with attribute outputs, for tools that read one
+    output (unset: export.reward_only)"""
+    overwrite: bool = option(False)
+    """replace an earlier export in --out"""
+    require_finished: bool = option(False)
+    """refuse a run that has not finished (stopped early: no final eval.json) and any but its final weights"""
 
 
 def add(sub) -> None:
@@ -12,37 +42,18 @@ def add(sub) -> None:
         "export",
         help="write a run's final weights, or one checkpoint's, as a standard transformers reward model",
         description="Rebuild the model from the run's config.yaml and tokenizer, load the weights (LoRA merged), "
-        "and write an AutoModelForSequenceClassification folder with a model card.",
+        "and write an AutoModelForSequenceClassification folder with a model card. Options may also be given as "
+        "key=value.",
     )
-    p.add_argument("source", metavar="RUN_OR_CHECKPOINT_DIR", help="a run directory or <run>/checkpoints/step-N")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write (must be empty or absent)")
-    p.add_argument("--push-to-hub", metavar="REPO_ID", help="then upload the folder (token: HF_TOKEN or login)")
-    p.add_argument("--private", action="store_true", help="create the Hub repo private")
-    p.add_argument("--revision", metavar="REV", help="Hub branch to push to (created if missing)")
-    p.add_argument(
-        "--normalize",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="store the mean/std of rewards over the run's training pairs in config.json (default: export.normalize)",
-    )
-    p.add_argument("--eval", action="store_true", help="score the run's held-out pairs with these weights")
-    p.add_argument(
-        "--reward-only",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="write the reward output alone (num_labels=1) of a model with attribute outputs, for tools that read "
-        "one output (default: export.reward_only)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
-    p.add_argument(
-        "--require-finished",
-        action="store_true",
-        help="refuse a run that has not finished (stopped early: no final eval.json) and any but its final weights",
-    )
+    add_flags(p, ExportFlags)
+    add_settings(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rm.config.flags import settle
+
+    args = settle(args, ExportFlags)
     if (args.private or args.revision) and not args.push_to_hub:
         print("error: --private and --revision only apply with --push-to-hub REPO_ID", file=sys.stderr)
         return 2

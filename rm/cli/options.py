@@ -1,64 +1,51 @@
-"""Options that several commands share: which reward model to load and how to batch it."""
+"""Options that several commands share: which reward model to load, how to batch it, how to read records."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from rm.config.flags import option
+
+DTYPES = ["float32", "bfloat16", "float16"]
+FORMATS = ["auto", "hh", "prompt", "conversation", "argilla", "red-team"]
 
 
-def add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--model", required=required, help="reward model: local folder or Hub name (num_labels=1)")
-    p.add_argument("--batch-size", type=int, default=16, help="texts (score) or pairs (eval) per batch")
-    add_loading_args(p)
+@dataclass
+class ModelFlags:
+    """Which reward model to load, how to batch it and fit texts to it: every command that scores."""
+
+    model: str = option("", required=True)
+    """reward model: local folder or Hub name (num_labels=1)"""
+    batch_size: int = option(16)
+    """texts (score) or pairs (eval) per batch"""
+    max_length: int = option(0)
+    """tokens per text (0: the run's collator.max_length, else the model's limit)"""
+    dtype: str = option("float32", choices=DTYPES)
+    """weights' dtype (bfloat16 halves the memory, on a GPU that has it)"""
+    trust_remote_code: bool = option(False)
+    """run code from the model's repository"""
 
 
-def add_loading_args(p: argparse.ArgumentParser) -> None:
-    """How a reward model is loaded and fitted to: every command that scores (score, eval, serve)."""
-    p.add_argument(
-        "--max-length",
-        type=int,
-        default=0,
-        help="tokens per text (default: the run's collator.max_length, else the model's limit)",
-    )
-    p.add_argument(
-        "--dtype",
-        default="float32",
-        choices=["float32", "bfloat16", "float16"],
-        help="weights' dtype (default: float32; bfloat16 halves the memory, on a GPU that has it)",
-    )
-    p.add_argument("--trust-remote-code", action="store_true", help="run code from the model's repository")
+@dataclass
+class ThreadFlags:
+    num_threads: int = option(0)
+    """torch CPU threads, as training's train.num_threads (0: the cores this process may use, shared by the
+    processes on the node)"""
 
 
-def add_data_args(p: argparse.ArgumentParser) -> None:
-    """How to read the records, as training's data.* keys: format, columns, chat template, Argilla options."""
-    p.add_argument(
-        "--format",
-        choices=["auto", "hh", "prompt", "conversation", "argilla", "red-team"],
-        help="record format, as data.format (default auto: told from each record's fields)",
-    )
-    p.add_argument(
-        "--columns",
-        default="",
-        metavar="FIELD=COLUMN,...",
-        help="source column of rm's fields, as data.columns: --columns chosen=response_j,rejected=response_k",
-    )
-    p.add_argument(
-        "--chat-template",
-        choices=["auto", "tokenizer", "hh"],
-        help="render message lists with the model's chat template (auto: where it has one) or as HH text",
-    )
-    add_set_option(p)
+@dataclass
+class DataFlags:
+    """How to read the records, as training's data.* keys: format, columns, chat template, any other data.* key."""
 
-
-def add_set_option(p: argparse.ArgumentParser) -> None:
-    """`--set KEY=VALUE`, repeatable: any data.* config key (what `data inspect` and `eval` share)."""
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a data.* config key, repeatable: --set argilla.pairs_from_edits=true --set columns.chosen=good",
-    )
+    format: str | None = option(None, choices=FORMATS)
+    """record format, as data.format (unset: auto, told from each record's fields)"""
+    columns: str = option("", metavar="FIELD=COLUMN,...")
+    """source column of rm's fields, as data.columns: --columns chosen=response_j,rejected=response_k"""
+    chat_template: str | None = option(None, choices=["auto", "tokenizer", "hh"])
+    """render message lists with the model's chat template (auto: where it has one) or as HH text"""
+    overrides: list[str] = option([], "--set", action="append", metavar="KEY=VALUE")
+    """a data.* config key, repeatable: --set argilla.pairs_from_edits=true --set columns.chosen=good"""
 
 
 def data_config(args: argparse.Namespace):

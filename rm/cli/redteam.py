@@ -4,9 +4,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from rm.cli.options import add_model_args
+from rm.cli.options import ModelFlags
+from rm.config.flags import add_flags, add_settings, option
+
+
+@dataclass
+class RedteamFlags(ModelFlags):
+    """`rm redteam`'s options: the model's (rm/cli/options.py), --model optional, then these."""
+
+    model: str = option("")
+    """reward model to score --input with: local folder or Hub name (num_labels=1)"""
+    input: str = option("")
+    """red-team attempts .jsonl[.gz] to score with --model"""
+    scores: str = option("")
+    """an already scored file (rm score output) instead"""
+    out: str = option("runs/redteam")
+    """output directory"""
+    field: str = option("transcript")
+    """text field to score"""
 
 
 def add(sub) -> None:
@@ -14,17 +32,18 @@ def add(sub) -> None:
         "redteam",
         help="Spearman correlation of rewards with red-team harm annotations, plot",
         description="Score Anthropic's red-team attempts with --model (or read an rm score output with --scores) "
-        "and report how the rewards correlate with the annotators' harm ratings: redteam.json and redteam.png.",
+        "and report how the rewards correlate with the annotators' harm ratings: redteam.json and redteam.png. "
+        "Options may also be given as key=value.",
     )
-    add_model_args(p, required=False)
-    p.add_argument("--input", default="", help="red-team attempts .jsonl[.gz] to score with --model")
-    p.add_argument("--scores", default="", help="an already scored file (rm score output) instead")
-    p.add_argument("--out", default="runs/redteam", help="output directory (default: runs/redteam)")
-    p.add_argument("--field", default="transcript", help="text field to score (default: transcript)")
+    add_flags(p, RedteamFlags)
+    add_settings(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rm.config.flags import settle
+
+    args = settle(args, RedteamFlags)
     if not args.scores and not (args.model and args.input):
         print("error: give --scores FILE, or --model and --input to score transcripts first", file=sys.stderr)
         return 2

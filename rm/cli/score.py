@@ -5,9 +5,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 
-from rm.cli.evaluate import add_threads_arg
-from rm.cli.options import add_model_args
+from rm.cli.options import ModelFlags, ThreadFlags
+from rm.config.flags import add_flags, add_settings, option
+
+
+@dataclass
+class ScoreFlags(ThreadFlags, ModelFlags):
+    """`rm score`'s options: the model's (rm/cli/options.py), then these."""
+
+    input: str = option("", required=True)
+    """.jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response, chosen+rejected (text or
+    message lists) or K responses to a prompt"""
+    out: str = option("")
+    """output .jsonl[.gz] (unset: INPUT.scored.jsonl beside the input)"""
+    field: str = option("")
+    """score this text field instead of guessing"""
+    on_bad_record: str = option("error", choices=["error", "skip"])
+    """skip (and count) records that cannot be scored instead of stopping at the first one, as training's
+    data.on_bad_record"""
+    overwrite: bool = option(False)
+    """replace an existing --out file"""
 
 
 def add(sub) -> None:
@@ -17,25 +36,10 @@ def add(sub) -> None:
         description="Write the reward of each record of --input (transcripts, texts, prompt+response or "
         "chosen+rejected pairs) to a .jsonl file, streaming. A record of K responses to one prompt (UltraFeedback, "
         "Nectar, RewardBench 2, or prompt + responses: [{text}]) gets rewards: [...], one per response in its "
-        "order, the prompt computed once.",
+        "order, the prompt computed once. Options may also be given as key=value.",
     )
-    add_model_args(p)
-    p.add_argument(
-        "--input",
-        required=True,
-        help=".jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response, chosen+rejected "
-        "(text or message lists) or K responses to a prompt",
-    )
-    p.add_argument("--out", default="", help="output .jsonl[.gz] (default: INPUT.scored.jsonl beside the input)")
-    p.add_argument("--field", default="", help="score this text field instead of guessing")
-    p.add_argument(
-        "--on-bad-record",
-        choices=["error", "skip"],
-        default="error",
-        help="skip (and count) records that cannot be scored instead of stopping at the first one",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
-    add_threads_arg(p)
+    add_flags(p, ScoreFlags)
+    add_settings(p)
     p.set_defaults(func=run)
 
 
@@ -43,10 +47,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rm.config.exportdir import ExportDir
+    from rm.config.flags import settle
     from rm.evaluation.score_file import check_output, score_file
     from rm.model.build import check_positions
     from rm.model.pretrained import default_max_length, load_reward_model
 
+    args = settle(args, ScoreFlags)
     out = args.out or scored_name(args.input)
     check_output(Path(args.input), Path(out), args.overwrite)  # before the model loads, not after
     model, tokenizer = load_reward_model(

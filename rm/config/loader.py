@@ -7,6 +7,7 @@ dotted key. The sweep config (`rm/sweep/config.py`) is read by the same function
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import types
 import typing
@@ -50,6 +51,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
         return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:  # tuple[X, ...]: a frozen record's list (rm serve's allow_hosts)
+        return tuple(_coerce(value, list[typing.get_args(tp)[0]], key))
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
@@ -80,7 +83,9 @@ def _build(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     unknown = sorted(set(raw) - names)
     if unknown:
         known = ", ".join(sorted(names))
-        raise ConfigError(f"unknown key {prefix}{unknown[0]} (known under {prefix or 'the top level'}: {known})")
+        close = difflib.get_close_matches(unknown[0], names, n=1)  # a typo (train.lrr) names what was meant
+        hint = f", did you mean {prefix}{close[0]}?" if close else ""
+        raise ConfigError(f"unknown key {prefix}{unknown[0]}{hint} (known under {prefix or 'the top level'}: {known})")
     kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in raw.items()}
     return cls(**kwargs)
 

@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
+from rm.config.flags import option
 from rm.errors import ConfigError
 
 KEY_ENV = "RM_API_KEY"
@@ -27,52 +28,59 @@ MAX_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """The server's settings: the CLI flags, minus the API key."""
+    """The server's settings: `rm serve`'s options (their --help and README rows are these docstrings), minus
+    the API key."""
 
-    model: str
-    """An rm export, a run directory, or any sequence-classification folder or Hub name with one output."""
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_batch_tokens: int = 16384
-    """Token slots (rows x width) of one forward: the model thread fills batches up to this, longest first."""
-    max_wait_ms: float = 5.0
-    """How long the model thread waits after the first queued request for others to join its batches."""
-    max_texts: int = 1024
-    """Texts (responses, queries) in one request; more is refused with 413."""
-    max_body_bytes: int = 8 * 1024 * 1024
-    """Bytes of one request body; more is refused with 413 before it is read."""
-    on_too_long: str = "truncate"
-    """truncate: a text over max_length loses its oldest tokens (rm's one rule) and is flagged; error: 422."""
-    workers: int = 1
-    device: str = "auto"
-    """cpu, cuda, cuda:N, or auto (the GPU when there is one). With cuda and N workers, worker i takes GPU i."""
-    trust_remote_code: bool = False
-    normalize: bool = False
-    """Report (r - mean) / std with the export's recorded statistics."""
-    max_length: int = 0
-    """Tokens per scored text; 0: the run's collator.max_length, else the model's limit (as `rm score`)."""
-    dtype: str = "float32"
-    num_threads: int = 0
-    """torch CPU threads per worker; 0: the usable cores divided among the workers."""
-    prefix_cache: bool = True
-    """Score a group's responses on its prompt's cached keys and values where the model allows it
-    (rm/serve/prefix_cache.py); False: in the shared layout's packed rows (--no-prefix-cache)."""
-    auth: bool = True
-    """False only with an explicit --no-auth."""
-    access_log: bool = False
-    read_timeout: float = 60.0
-    """Seconds a client has to send a request's head, and again its body (8 MiB at 2 Mbit/s takes 34 s); later:
-    408 and the connection closed, so a slow client cannot hold a connection or the drain for ever."""
-    max_connections: int = 512
-    """Open connections per worker (lowered to what the open-file limit allows); one more is answered 503 and
-    closed. Each takes a file descriptor, and a low `ulimit -n` must not run out of them."""
-    drain_seconds: float = 30.0
-    """How long SIGTERM waits for requests in flight before answering them 503 (30 s: Kubernetes' default grace
-    period before it sends SIGKILL)."""
-    allow_hosts: tuple[str, ...] = ()
-    """Host header names answered besides the loopback ones (localhost, 127.x.x.x, [::1]); "*": any. A server
-    bound to a non-loopback address (which needs a key) answers any name unless some are given. Loopback only
-    by default, so a web page that rebinds its DNS name to 127.0.0.1 cannot read this server from a browser."""
+    model: str = option("", positional=True)
+    """an rm export, a run directory, or a sequence-classification folder or Hub name with one output"""
+    host: str = option("127.0.0.1")
+    """address to bind (127.0.0.1: this machine only; any other needs an API key)"""
+    port: int = option(8000)
+    """port (0 picks a free one and prints it)"""
+    max_batch_tokens: int = option(16384)
+    """token slots (rows x width) of one forward: the model thread fills batches up to this, longest first"""
+    max_wait_ms: float = option(5.0)
+    """how long the model thread waits after the first queued request for others to join its batches"""
+    max_texts: int = option(1024)
+    """texts (responses, queries) in one request; more is refused with 413"""
+    max_body_bytes: int = option(8 * 1024 * 1024)
+    """bytes of one request body (8 MiB); more is refused with 413 before it is read"""
+    on_too_long: str = option("truncate", choices=["truncate", "error"])
+    """truncate: a text over max_length loses its oldest tokens (rm's one rule) and is flagged; error: 422"""
+    workers: int = option(1)
+    """processes on the one port, each holding the model"""
+    device: str = option("auto")
+    """cpu, cuda, cuda:N, or auto (the GPU when there is one); with cuda and N workers, worker i takes GPU i"""
+    trust_remote_code: bool = option(False)
+    """run code from the model's repository"""
+    normalize: bool = option(False)
+    """report (reward - mean) / std with the export's recorded statistics"""
+    max_length: int = option(0)
+    """tokens per scored text (0: the run's collator.max_length, else the model's limit, as `rm score`)"""
+    dtype: str = option("float32", choices=["float32", "bfloat16", "float16"])
+    """weights' dtype (bfloat16 halves the memory, on a GPU that has it)"""
+    num_threads: int = option(0)
+    """torch CPU threads per worker (0: the usable cores divided among the workers)"""
+    prefix_cache: bool = option(True, "--no-prefix-cache")
+    """score a group's responses on its prompt's cached keys and values where the model allows it
+    (rm/serve/prefix_cache.py); off (--no-prefix-cache): in the shared layout's packed rows"""
+    auth: bool = option(True, "--no-auth")
+    """require an API key on a non-loopback --host; off (--no-auth): serve it open (warns)"""
+    access_log: bool = option(False)
+    """log one line per request (paths, never headers)"""
+    read_timeout: float = option(60.0)
+    """seconds a client has to send a request's head, and again its body (8 MiB at 2 Mbit/s takes 34 s); later:
+    408 and the connection closed, so a slow client cannot hold a connection or the drain for ever"""
+    max_connections: int = option(512)
+    """open connections per worker (lowered to what the open-file limit allows); one more is answered 503 and
+    closed. Each takes a file descriptor, and a low `ulimit -n` must not run out of them"""
+    drain_seconds: float = option(30.0)
+    """how long SIGTERM waits for requests in flight before answering them 503 (30 s: Kubernetes' default grace
+    period before it sends SIGKILL)"""
+    allow_hosts: tuple[str, ...] = option((), "--allow-host", action="append", metavar="NAME")
+    """Host header names answered besides the loopback ones (localhost, 127.x.x.x, [::1]), repeatable; `*`: any. A
+    server bound to a non-loopback address (which needs a key) answers any name unless some are given. Loopback
+    only by default, so a web page that rebinds its DNS name to 127.0.0.1 cannot read this server from a browser"""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
