@@ -78,9 +78,10 @@ def texts_of(
     `field` names the text column explicitly; otherwise, in this order: `transcript` (red-team
     attempts), `text`, `prompt`+`response` (rendered as training's rows format renders it, by `renderer`'s
     record -> text rule: rm/data/formats/text_rule.py), a K-response record (`group_texts`), `chosen`+`rejected` (HH
-    pairs, prompt/chosen/rejected, or message lists as training reads them, rendered by `renderer`; scored
-    as two texts: `chosen_reward` and `rejected_reward`). A record that cannot be scored raises RecordError
-    (stop, or skip and count); `report` takes the lossless fixes a group's parser makes, as training's does.
+    pairs, prompt/chosen/rejected, Argilla's "user:"/"assistant:" transcripts or message lists as training reads
+    them, rendered by `renderer`; scored as two texts: `chosen_reward` and `rejected_reward`). A record that cannot
+    be scored raises RecordError (stop, or skip and count); `report` takes the lossless fixes a group's parser
+    makes, as training's does.
     """
     if not isinstance(record, dict):
         raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
@@ -96,7 +97,9 @@ def texts_of(
     renderer, report = renderer or Renderer(), report or DataReport(repair_always=True)
     if fmt in GROUP_FORMATS:
         return group_texts(record, fmt, origin, renderer, report)
-    if fmt == "conversation":  # message lists, TRL's conversational layout included: training's own parser
+    if fmt in ("conversation", "argilla"):  # message lists (TRL's conversational layout too), Argilla's "user:"
+        # transcripts: training's own parser, so the prompt and answers are the turns training renders. Argilla's
+        # options that drop or add pairs are training's (data.argilla); scoring reads a record's own chosen/rejected.
         pair = parse_record(fmt, record, origin, ParseContext(report, renderer))[0]
         return [
             ScoreText("chosen_reward", pair.prompt, pair.chosen, pair.turn_starts),

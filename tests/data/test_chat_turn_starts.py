@@ -17,7 +17,7 @@ LAST_MARKED = (
     "{%- if loop.last and not add_generation_prompt %} (end){% endif -%}"
     "{%- endfor -%}{%- if add_generation_prompt -%}[assistant]{%- endif -%}"
 )
-# Contents trimmed: not written as they are, so the markers cannot say where turns start.
+# Contents trimmed of their surrounding whitespace, as Llama 3's template writes them (`content | trim`).
 TRIMMED = "{%- for m in messages -%}\n\n{{ m['role'] }}: {{ m['content'] | trim }}{%- endfor -%}"
 
 
@@ -54,8 +54,9 @@ def test_turn_starts_equal_those_of_every_prefix(tok, template, system):
         assert got.turn_starts == every_prefix(renderer, prompt), (n, template)
 
 
-def test_a_conversation_of_1201_messages_is_rendered_a_few_times_not_once_per_turn(tok, monkeypatch):
-    tok.chat_template = HH_CHAT_TEMPLATE
+@pytest.mark.parametrize("template", [HH_CHAT_TEMPLATE, CHATML, TRIMMED])
+def test_a_conversation_of_1201_messages_is_rendered_a_few_times_not_once_per_turn(tok, monkeypatch, template):
+    tok.chat_template = template
     renderer = Renderer(tok)
     rendered = []
     apply = renderer._apply

@@ -180,20 +180,24 @@ class Renderer:
     def _marked_starts(self, prompt: list[Message], users: list[int], head: str) -> dict[int, int | None] | None:
         """`_start` for each of `users`, from one render whose contents are markers: a turn starts where the message
         before it ends, its closing text being that of the first message of its role (rendered alone with the
-        messages before it). None where the template does not put each content in place as written."""
+        messages before it). None where the template does not put each content in place as written, or trimmed of
+        its surrounding whitespace (Llama 3's template writes `content | trim`)."""
         marks = [f"\ue000{j}\ue001" for j in range(len(prompt))]  # private-use characters: no template writes them
         marked = [Message(m.role, k) for m, k in zip(prompt, marks, strict=True)]
         text = self._apply(marked, generation=True)
-        ends, shift, pieces, at = [], [], [], 0  # where each marker ends; real length minus marked length before it
-        for m, k in zip(prompt, marks, strict=True):
-            where = text.find(k, at)
-            if where < 0:
-                return None
-            pieces += [text[at:where], m.content]
-            at = where + len(k)
-            ends.append(at)
-            shift.append((shift[-1] if shift else 0) + len(m.content) - len(k))
-        if "".join(pieces) + text[at:] != head:
+        for written in (str, str.strip):  # the contents as the template writes them
+            ends, shift, pieces, at = [], [], [], 0  # where each marker ends; real minus marked length before it
+            for m, k in zip(prompt, marks, strict=True):
+                where = text.find(k, at)
+                if where < 0:
+                    return None
+                pieces += [text[at:where], written(m.content)]
+                at = where + len(k)
+                ends.append(at)
+                shift.append((shift[-1] if shift else 0) + len(written(m.content)) - len(k))
+            if "".join(pieces) + text[at:] == head:
+                break
+        else:
             return None
         closing: dict[str, str] = {}
         out: dict[int, int | None] = {}

@@ -13,7 +13,10 @@
 `Rating` is read); a missing score ("N/A") leaves that response out rather than refusing the record. A
 plain-text prompt is a user message (or the HH turns it holds: rm/data/formats/text_rule.py) and each response an
 assistant message, rendered as pairs of message lists are (rm/data/formats/chat.py: the tokenizer's chat template,
-or HH text); Nectar's prompts are HH text already, and its answers follow them as HH answers do (after a space).
+or HH text); Nectar's prompts are HH text already, read as the turns they hold and rendered the same way (so a
+model with a chat template trains on its own template, as `/score_groups` scores the same prompt), and its answers
+follow them as HH answers do (after a space; HH text again without a chat template). Runs saved with
+data.text_version 1 keep Nectar's HH text as written.
 One row per response (HelpSteer2) is `rm/data/formats/rows.py`.
 """
 
@@ -26,7 +29,7 @@ from rm.data.formats.chat import Message, RenderedGroup, Renderer, messages_from
 from rm.data.formats.group import Group, checked_group, ranks_from_places, ranks_from_scores, score_of
 from rm.data.formats.hh import ASSISTANT
 from rm.data.formats.pair import ParseContext, string_of, subset_of, text_field, user_prompt
-from rm.data.formats.text_rule import answer_message, prompt_messages
+from rm.data.formats.text_rule import answer_message, holds_hh_turns, prompt_messages
 from rm.errors import RecordError
 
 
@@ -124,7 +127,12 @@ def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
         places.append(int(place))
         names.append(f"{where}.answer")
     rank = ranks_from_places(places, "answers[].rank")
-    return checked_group(prompt, texts, rank, names, subset_of(record, ctx.subset), origin, "answers", "answers[].rank")
+    starts = None
+    if ctx.renderer.version >= 2 and holds_hh_turns(prompt):  # read as its turns, rendered as every prompt is
+        text = rendered(prompt, texts, names, ctx.renderer)  # (text_rule.py), the text `/score_groups` builds
+        prompt, texts, starts = text.prompt, list(text.responses), text.turn_starts
+    subset = subset_of(record, ctx.subset)
+    return checked_group(prompt, texts, rank, names, subset, origin, "answers", "answers[].rank", turn_starts=starts)
 
 
 def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
