@@ -87,6 +87,36 @@ class EvalOptions:
         return {"samples": self.samples, "seed": self.seed, "level": 0.95, "method": "percentile", "over": "prompts"}
 
 
+def eval_block(
+    options: EvalOptions,
+    report: DataReport,
+    *,
+    model: str,
+    data: str,
+    loaded: int,
+    max_length: int,
+    processes: int,
+    started: float,
+    plots: list[str],
+    truncated: int,
+    rewards_nonfinite: int,
+    dropped: list | None = None,
+    responses_dropped: int = 0,
+    **more: object,
+) -> dict:
+    """eval.json's `eval` block, for `rm eval` and the suites alike (`more`: the keys one of them adds): what was
+    scored, what was left out and why, and how the numbers were drawn."""
+    return {
+        "model": model, "data": data, "pairs_loaded": loaded, "records_skipped": report.skipped_counts(),
+        "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
+        "pairs_dropped_too_long": len(dropped or []), "dropped": dropped or [],
+        "responses_dropped_too_long": responses_dropped, "prompts_truncated": truncated,
+        "rewards_nonfinite": rewards_nonfinite, "max_length": max_length, "length_unit": "characters of the response",
+        "bootstrap": options.bootstrap(), "processes": processes, **more,
+        "seconds": round(time.perf_counter() - started, 1), "plots": plots,
+    }  # fmt: skip
+
+
 def describe_data(data: DataConfig, report: DataReport) -> str:
     """Which pairs were scored, in a sentence (eval.json's `eval.data`, report.md's first lines).
 
@@ -196,27 +226,24 @@ def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalO
     if (calibration := gathered_calibration(gathered)) is not None:  # pairs with soft labels (loss.strength=soft)
         result["soft_calibration"] = calibration
     grouped = has_groups(result["overall"])
-    result["eval"] = {
-        "model": model,
-        "data": describe_data(data, report),
-        "training_data": overlap or None,
-        "pairs_loaded": len(items),
-        "records_skipped": report.skipped_counts(),
-        "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
-        "pairs_dropped_too_long": len(dropped),
-        "dropped": dropped,
-        "responses_dropped_too_long": rep.responses_dropped,
-        "rewards_nonfinite": nonfinite,
-        "nonfinite": nonfinite_items,
-        "prompts_truncated": rep.prompt_truncated,
-        "max_length": max_length,
-        "length_unit": "characters of the response",
-        "bootstrap": options.bootstrap(),
-        "calibration_bins": len(result["calibration"]["bins"]),
-        "processes": accelerator.num_processes,
-        "seconds": round(time.perf_counter() - started, 1),
-        "plots": list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if attributes else []),
-    }
+    result["eval"] = eval_block(
+        options,
+        report,
+        model=model,
+        data=describe_data(data, report),
+        loaded=len(items),
+        max_length=max_length,
+        processes=accelerator.num_processes,
+        started=started,
+        truncated=rep.prompt_truncated,
+        rewards_nonfinite=nonfinite,
+        dropped=dropped,
+        responses_dropped=rep.responses_dropped,
+        training_data=overlap or None,
+        nonfinite=nonfinite_items,
+        calibration_bins=len(result["calibration"]["bins"]),
+        plots=list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if attributes else []),
+    )
     fits = outputs = None
     if attributes:  # every response's attribute outputs and scores, for the plot; each item's, for rewards.jsonl
         fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())

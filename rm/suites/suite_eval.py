@@ -21,7 +21,7 @@ from accelerate import Accelerator
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.group import Example
-from rm.evaluation.eval_report import GROUP_PLOT, PLOTS, EvalOptions, write_report
+from rm.evaluation.eval_report import GROUP_PLOT, PLOTS, EvalOptions, eval_block, write_report
 from rm.evaluation.eval_result import build_result
 from rm.evaluation.gather import shut_down
 from rm.evaluation.report.markdown import has_groups
@@ -109,26 +109,21 @@ def score_suite(model: str, suite_name: str, data: SuiteData, options: EvalOptio
     result = build_result(examples, metric_rewards, options.samples, options.seed)
     result["suite"] = {**block, "formatting": formatting(renderer, tokenizer, items),
                        "texts_truncated": encoded.truncated}  # fmt: skip
-    result["eval"] = {
-        "model": model,
-        "data": f"`{data.source or suite.hub}` (split `{data.split or suite.split}`), suite {suite.name}",
-        "suite": suite.name,
-        "pairs_loaded": len(examples),
-        "records_skipped": report.skipped_counts(),
-        "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
-        "texts": len(encoded.seqs),
-        "texts_truncated": encoded.truncated,
-        "pairs_dropped_too_long": 0,  # a suite cuts a long text (texts_truncated), never drops it
-        "dropped": [],
-        "responses_dropped_too_long": 0,
-        "prompts_truncated": encoded.truncated,
-        "rewards_nonfinite": nonfinite,
-        "max_length": max_length,
-        "batch_size": options.batch_size,
-        "length_unit": "characters of the response",
-        "bootstrap": options.bootstrap(),
-        "processes": accelerator.num_processes,
-        "seconds": round(time.perf_counter() - started, 1),
-        "plots": list(PLOTS) + ([GROUP_PLOT] if has_groups(result["overall"]) else []),
-    }
+    result["eval"] = eval_block(
+        options,
+        report,
+        model=model,
+        loaded=len(examples),
+        max_length=max_length,
+        started=started,
+        data=f"`{data.source or suite.hub}` (split `{data.split or suite.split}`), suite {suite.name}",
+        processes=accelerator.num_processes,
+        truncated=encoded.truncated,
+        rewards_nonfinite=nonfinite,
+        suite=suite.name,
+        texts=len(encoded.seqs),
+        texts_truncated=encoded.truncated,
+        batch_size=options.batch_size,
+        plots=list(PLOTS) + ([GROUP_PLOT] if has_groups(result["overall"]) else []),
+    )  # a suite cuts a long text (texts_truncated), never drops it
     return SuiteRun(result, examples, metric_rewards)
