@@ -194,7 +194,7 @@ def test_mappings_take_dotted_keys_and_check_their_values(tmp_path):
 @pytest.mark.parametrize(
     "override, key, value",
     [
-        ("train.lr=.nan", "train.lr", "nan"),  # passed here once, then ended in torch's traceback (issue 30)
+        ("train.lr=.nan", "train.lr", "nan"),  # passed here once, then ended in torch's traceback
         ("train.max_grad_norm=.inf", "train.max_grad_norm", "inf"),
         ("data.eval_fraction=.nan", "data.eval_fraction", "nan"),  # one line for it, not "must be in (0, 1)" too
         ("data.mixture.harmless-base=-.inf", "data.mixture.harmless-base", "-inf"),

@@ -1,4 +1,4 @@
-"""Argilla's annotator ratings as an attribute (issue 26): with `model.head.attributes: [rating]`, a response's score
+"""Argilla's annotator ratings as an attribute: with `model.head.attributes: [rating]`, a response's score
 is the mean of its submitted annotators' 1-5 ratings, and the data report counts annotators per response. The
 records are written here in the published field names of hironow/test-hh-rlhf-12k-ja's card (its `datasets` form)."""
 

@@ -1,5 +1,5 @@
-"""model.head.attributes, model.head.attribute_scales and loss.{attribute_loss, attribute_coef, preference_coef}
-(issue 26): defaults that leave a run as it was, YAML round trips, and one line naming the key per mistake."""
+"""model.head.attributes, model.head.attribute_scales and loss.{attribute_loss, attribute_coef, preference_coef}:
+defaults that leave a run as it was, YAML round trips, and one line naming the key per mistake."""
 
 import re
 

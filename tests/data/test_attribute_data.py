@@ -1,4 +1,4 @@
-"""Per-response attribute scores (rm/data/formats/attributes.py, issue 26), read from fixtures in each dataset's
+"""Per-response attribute scores (rm/data/formats/attributes.py), read from fixtures in each dataset's
 published field names and compared with the values read straight from the JSON: HelpSteer2 rows, UltraFeedback
 annotations, pairs' chosen_attributes/rejected_attributes; NaN for a missing score; out-of-range scores as bad
 records by file:line; scales declared or inferred into the data report; an attribute no record has is an error;

@@ -1,4 +1,4 @@
-"""Attribute scores through the encoded unit and the collators (issue 26): encoded per kept response, kept in an
+"""Attribute scores through the encoded unit and the collators: encoded per kept response, kept in an
 Arrow column that a cache file round-trips, and collated as [responses, A] in reward order in every layout; a
 split without attributes keeps the old columns, cache key and batches."""
 

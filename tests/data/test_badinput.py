@@ -261,7 +261,7 @@ def test_malformed_json_names_the_column_where_decoding_stopped(tmp_path):
     assert report.skipped[1].message == "malformed JSON at column 14 (Invalid control character)"  # not "at at"
 
 
-# Finite JSON that is infinite as float32 (issue 30): a margin of 1e39 once skipped 7 of 40 steps naming no record.
+# Finite JSON that is infinite as float32: a margin of 1e39 once skipped 7 of 40 steps naming no record.
 GROUP = {"prompt": "Q?", "responses": [{"text": " a", "score": 1}, {"text": " b", "score": 2}]}
 OUT_OF_RANGE = [
     ("margin", lines(PROMPT, PROMPT | {"margin": 1e39}), r"2: field 'margin' is 1e\+39, beyond ±1e\+30: a pair's"),

@@ -34,7 +34,7 @@ def write_folders(root: Path, prompts: int = 200, split: str = "train", folders:
 
 
 def test_a_prompt_in_two_folders_is_held_out_in_both(tmp_path):
-    """The issue's case: the same 200 prompts in two folders. Version 2 trained on 28 of its 34 held-out prompts
+    """The case a user met: the same 200 prompts in two folders. Version 2 trained on 28 of its 34 held-out prompts
     (seed 0, fraction 0.1); version 3 holds out 20 prompts, each in both folders, and trains on none of them."""
     source = write_folders(tmp_path / "data")
     cfg = DataConfig(source=str(source), eval_split="", eval_fraction=0.1)

@@ -28,7 +28,7 @@ def test_no_prompt_is_on_both_sides(tmp_path):
     assert not train & held and len(held) == 12 and len(loaded.eval) == 72
     assert loaded.report.notes["groups"]["eval"]["prompts"] == 12
     assert "groups: train 48 prompts, 288 groups, 576 responses; eval 12 prompts" in "\n".join(loaded.report.describe())
-    # Version 1 (by record) parts most of them: what the issue saw, 72 held-out pairs from 52 prompts.
+    # Version 1 (by record) parts most of them: what a user saw, 72 held-out pairs from 52 prompts.
     old = load_data(DataConfig(source=str(source), eval_split="", eval_fraction=0.2, split_version=1), tmp_path)
     assert {p.prompt for p in old.train} & {p.prompt for p in old.eval}
     assert old.report.notes["groups"]["split_version"] == 1

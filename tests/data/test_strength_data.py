@@ -1,4 +1,4 @@
-"""Where a pair's preference strength comes from (issue 26), read only with loss.strength=soft: HelpSteer2-Preference's
+"""Where a pair's preference strength comes from, read only with loss.strength=soft: HelpSteer2-Preference's
 preference_strength (negative: response_1 better), a record's `strength`, chosen_score - rejected_score, Argilla's
 mean ratings; the linear map to soft targets with the scale's max declared or inferred (stated in the data report);
 the `target` column through encoding; a run without soft labels loads, encodes and keys its cache as before."""

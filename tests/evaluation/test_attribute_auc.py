@@ -1,4 +1,4 @@
-"""AUC for binary (0/1) attributes in eval.json's `attributes` block (issue 26), against a count of pairs by hand."""
+"""AUC for binary (0/1) attributes in eval.json's `attributes` block, against a count of pairs by hand."""
 
 import math
 

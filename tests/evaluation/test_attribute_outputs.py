@@ -1,4 +1,4 @@
-"""Models with attribute outputs (issue 26) in `rm score` and `rm eval`: loaded with output 0 the reward and
+"""Models with attribute outputs in `rm score` and `rm eval`: loaded with output 0 the reward and
 outputs 1.. named by id2label; `rm score` writes `reward` and `attributes` equal to plain transformers' logits of
 the same tokens; `rm eval` adds eval.json's `attributes` block, equal to the metrics computed here from the
 records' scores and a plain forward of each response."""

@@ -1,4 +1,4 @@
-"""Eval of groups (issue 25): training's `evaluate` and `rm eval`'s numbers on hand-built groups whose metrics are
+"""Eval of groups of K responses: training's `evaluate` and `rm eval`'s numbers on hand-built groups whose metrics are
 worked out by hand, a pairwise eval set equal to the pairwise code path key for key, and intervals that resample
 prompts. Rewards come from a stand-in model that reads each response's one token as its reward, so every
 number below is known before the model runs. Run as a script, this file is the worker of the 2- and 3-process
@@ -51,7 +51,7 @@ class TokenReward(torch.nn.Module):
 
 
 class TokenAttributes(TokenReward):
-    """`TokenReward`'s reward as output 0, and two attribute outputs made from it (issue 26), named u and v."""
+    """`TokenReward`'s reward as output 0, and two attribute outputs made from it, named u and v."""
 
     def __init__(self):
         super().__init__()
@@ -117,7 +117,7 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
         "reward": torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -4.0, -3.0, -1.0]),
         "pairs": torch.tensor([[0, 0, 1, 0], [1, 0, 1, 0], [c, 0, 1, 1], [c + 1, 0, 1, 0], [-1, -1, -1, -1]]),
     }
-    # A model with attribute outputs: each response's outputs and scores travel with its reward (issue 26).
+    # A model with attribute outputs: each response's outputs and scores travel with its reward.
     parts["attribute_outputs"] = torch.stack([parts["reward"] * 10, parts["reward"] * 100], 1)
     parts["attribute_scores"] = torch.stack([-parts["reward"], torch.full_like(parts["reward"], float("nan"))], 1)
     # Soft labels travel with their comparisons (loss.strength=soft): the filler's 0.1 goes with it.

@@ -17,7 +17,7 @@ OPTIONS = EvalOptions(batch_size=8, samples=50)
 
 @pytest.fixture
 def trained_on(exported_tiny, synthetic_root, tmp_path):
-    """The tiny export, its rm_config.yaml saying it trained on one file with a 0.1 hold-out (as the issue's run)."""
+    """The tiny export, its rm_config.yaml saying it trained on one file with a 0.1 hold-out (as a user's run)."""
     data = tmp_path / "prefs.jsonl.gz"
     shutil.copy(synthetic_root / "harmless" / "train.jsonl.gz", data)
     export = tmp_path / "export"

@@ -1,6 +1,6 @@
 """One long conversation, one reward: `rm score`, `rm eval` and training's eval fit it into max_length alike.
 
-The rule lives in rm/tokens/truncation.py (issue 24): a prompt too long loses whole leading turns first, then tokens
+The rule lives in rm/tokens/truncation.py: a prompt too long loses whole leading turns first, then tokens
 from its left, until the pair's longer response fits beside it. Before, `rm score` cut prompt tokens from the
 left and gave a long multi-turn record another reward than `rm eval` and training's eval did.
 

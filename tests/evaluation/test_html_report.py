@@ -1,4 +1,4 @@
-"""report.html (issue 28, item 6): one self-contained page, driven in a real headless Chromium (Debian's chromium and
+"""report.html: one self-contained page, driven in a real headless Chromium (Debian's chromium and
 its chromedriver, through selenium). Items and rewards are chosen by hand, so every margin, every row and the order
 the browser must show are known before the page is written. A response holding `<script>` and `<img onerror>` must
 show as text and never run.

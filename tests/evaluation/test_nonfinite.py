@@ -1,4 +1,4 @@
-"""A model whose rewards overflow (issue 30): `rm eval` wrote -Infinity to eval.json and NaN to rewards.jsonl, then
+"""A model whose rewards overflow: `rm eval` wrote -Infinity to eval.json and NaN to rewards.jsonl, then
 crashed in plotting with no report.md; `rm score` wrote NaN with rc 0 and no word. Now a non-finite reward is
 counted, said in one line, written as null, and left out of the metrics, whose count eval.json holds."""
 

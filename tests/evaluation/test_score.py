@@ -283,7 +283,7 @@ def test_an_empty_text_without_bos_is_refused_not_given_a_neighbours_reward(expo
     assert counts["skipped"] == {"empty_text": 1} and counts["records"] == 2
 
 
-# K-response records (issue 25): one reward per response, in the record's order, the prompt computed once.
+# K-response records: one reward per response, in the record's order, the prompt computed once.
 SAY_HI = "\n\nHuman: Say hi.\n\nAssistant:"
 GROUPS = [
     {"prompt": "Say hi.", "responses": [{"text": "Hi there!"}, {"text": "Hello."}, {"text": "Hi there!"}]},

@@ -1,4 +1,4 @@
-"""Calibration of the soft-label probability (issue 26): eval.json's `soft_calibration` against ECE and Brier worked
+"""Calibration of the soft-label probability: eval.json's `soft_calibration` against ECE and Brier worked
 out by hand, through training's eval (`evaluate` on batches that carry `pair_target`), absent without soft labels;
 and rewards.jsonl's attribute outputs for pairs and K-response groups."""
 

@@ -137,7 +137,7 @@ def test_an_existing_folder_is_only_replaced_when_asked_and_only_if_it_is_an_exp
         export_model(model, tokenizer, out, RunConfig(), Weights(1, 1))
     export_model(model, tokenizer, out, RunConfig(), Weights(1, 1), options=ExportOptions(overwrite=True))
     assert (out / "model.safetensors").is_file()
-    # A file an export never writes is the user's: overwrite refuses rather than delete it (issue 30).
+    # A file an export never writes is the user's: overwrite refuses rather than delete it.
     (out / "stale.txt").write_text("my notes beside the export")
     with pytest.raises(ExportError, match="which an rm export does not write"):
         export_model(model, tokenizer, out, RunConfig(), Weights(1, 1), options=ExportOptions(overwrite=True))

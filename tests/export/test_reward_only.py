@@ -1,4 +1,4 @@
-"""The reward-only export (issue 26): `export.reward_only` and `rm export --reward-only` write a one-output model whose
+"""The reward-only export: `export.reward_only` and `rm export --reward-only` write a one-output model whose
 logits are column 0 of the full export's, read by plain transformers; the full export states the Gaussian loss's
 learned sigma per attribute (`attribute_sigma`), and each card says which outputs its export has."""
 

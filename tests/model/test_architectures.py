@@ -1,11 +1,11 @@
 """A reward model over any causal LM: native sequence-classification classes and rm's head on the others.
 
-Each architecture is built tiny from random init (issue 13's list: sliding windows, alternating layer
+Each architecture is built tiny from random init (the kinds that break a naive head: sliding windows, alternating layer
 types, chunked attention, MoE, state space and hybrid models), trained three steps, and checked against
 separate unpadded forwards in the layout the start-up probe picked (and, where that is shared, in the
 packed layout, which takes the same masks); its export, loaded the documented way in plain transformers,
-must reproduce rm's rewards. The checked batch holds a group of three responses beside the pairs
-(issue 25), so groups of mixed K share rows, and every response's reward is checked.
+must reproduce rm's rewards. The checked batch holds a group of three responses beside the pairs,
+so groups of mixed K share rows, and every response's reward is checked.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, group_rewards, pair_rewards
 from rm.tokens.store import EncodedGroup
 
-WINDOW = 16  # issue 13's case: windows and chunks of 16 tokens, pairs of 9-45 tokens
+WINDOW = 16  # the case that broke the old mask: windows and chunks of 16 tokens, pairs of 9-45 tokens
 PACK = 128  # shared rows wide enough that the checked group of three shares its row with pairs (asserted)
 ALTERNATING = {"sliding_window": WINDOW, "layer_types": ["sliding_attention", "full_attention"]}
 SHARED = "reproduces separate forwards"
@@ -91,7 +91,7 @@ ARCHS = [
 IDS = [a.model_type for a in ARCHS]
 
 
-def test_the_list_covers_issue_13():
+def test_the_list_covers_the_architectures_that_broke_a_naive_head():
     """At least 14 architectures, 8 or more of them without a sequence-classification class in transformers."""
     wrapped = [a.model_type for a in ARCHS if a.model_type not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES]
     assert len(ARCHS) >= 14 and len(wrapped) >= 8, wrapped

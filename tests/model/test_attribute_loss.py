@@ -1,4 +1,4 @@
-"""Attribute outputs beside the reward (issue 26): the head of 1 + A outputs (reward at index 0, as a one-output
+"""Attribute outputs beside the reward: the head of 1 + A outputs (reward at index 0, as a one-output
 model's), and the masked regression loss (mse, Gaussian NLL with a learned scale) against a computation by hand,
 weighted per group as the preference term; a model and loss without attributes are exactly the old ones."""
 

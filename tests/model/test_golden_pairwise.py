@@ -1,7 +1,7 @@
 """Golden values of the pairwise path: rewards, loss, gradients and eval numbers of a fixed tiny model on fixed
-pairs, in every layout, as recorded when the group became the encoded unit (issue 24).
+pairs, in every layout, as recorded when the group became the encoded unit.
 
-K responses per prompt (issue 25) changes the losses and metrics around pairs; a group of two must still give
+K responses per prompt changes the losses and metrics around pairs; a group of two must still give
 these numbers. They were first compared bit for bit, which held on the machine that recorded them and broke on
 the next one: another CPU's kernels move the last bits (measured: rewards and eval numbers within 1.1e-5
 relative, every gradient's bytes different, every case alike). So floats are compared to `REL` relative, ten
@@ -83,7 +83,7 @@ def measure(layout: str, arch: str) -> dict:
     r = group_rewards(model, batch)
     chosen, rejected = r[batch["better"]], r[batch["worse"]]
     pairwise = bradley_terry_loss(chosen, rejected, batch["margin"], center_rewards_coef=0.01, reduction="sum")
-    # The loop's objective (issue 25: groups, weights, ties) on a batch of pairs: the same loss to the last bit.
+    # The loop's objective (groups, weights, ties) on a batch of pairs: the same loss to the last bit.
     for weighting in ("group", "pair"):
         cfg = LossConfig(use_margin=True, center_rewards_coef=0.01, group_weighting=weighting)
         loss, weight = preference_loss(cfg, r, batch)

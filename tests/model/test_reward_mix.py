@@ -1,4 +1,4 @@
-"""The reward as a fixed mix of the attribute outputs (issue 26, `model.head.reward_from_attributes`): the config
+"""The reward as a fixed mix of the attribute outputs (`model.head.reward_from_attributes`): the config
 check, training's forward (column 0 = sum_a w_a * output_a, trained through the mix), and the export, whose row 0
 of the score head is that mix, so plain transformers' logits[:, 0] is sum_a w_a * logits[:, 1 + a]."""
 

@@ -1,4 +1,4 @@
-"""Preference strength as soft labels (issue 26): the cross-entropy of a target p against sigmoid(d), worked out by
+"""Preference strength as soft labels: the cross-entropy of a target p against sigmoid(d), worked out by
 hand; p = 1 is the hard Bradley-Terry loss; p = 0.5 at d = 0 is log 2; hard pairs in a soft batch (NaN) keep their
 Bradley-Terry or Davidson terms; a soft label reaches the batch only from groups that have one."""
 

@@ -1,8 +1,8 @@
 """Masks that respect the model: sliding windows and chunks in the shared layout, and a probe that looks past them.
 
-Issue 13's case: a tiny Mistral with `sliding_window=16` on pairs of 9-45 tokens. rm's old mask (the
+The case that broke: a tiny Mistral with `sliding_window=16` on pairs of 9-45 tokens. rm's old mask (the
 packing rule alone) replaced the model's window, and the old probe (pairs of at most 9 tokens) never
-saw the difference. Each check's batch holds a group of three responses beside the pairs (issue 25): every
+saw the difference. Each check's batch holds a group of three responses beside the pairs: every
 response's reward, under every layer's window or chunk, equals its own separate forward.
 """
 
@@ -17,7 +17,7 @@ from rm.model.build import build_model
 from rm.model.probe import PROBE_MAX_TOKENS, choose_layout
 from rm.model.reward import RewardModel, group_rewards
 
-OLD_MASK = {None: masks.AttentionRule()}  # the packing rule alone, as before issue 13
+OLD_MASK = {None: masks.AttentionRule()}  # the packing rule alone, as before windows were kept
 
 
 def tiny(tokenizer, model_type: str, **extra) -> RewardModel:

@@ -1,4 +1,4 @@
-"""A model with attribute outputs (issue 26) served: every route's rewards are output 0, `attributes` gives the
+"""A model with attribute outputs served: every route's rewards are output 0, `attributes` gives the
 named outputs 1.. per text, parallel to `rewards`, equal to plain transformers' logits of the same tokens; groups
 on a cached prompt give the same."""
 

@@ -1,4 +1,4 @@
-"""A sweep storage URL's password, in every form SQLAlchemy and libpq take, is never printed or written (issue 30):
+"""A sweep storage URL's password, in every form SQLAlchemy and libpq take, is never printed or written:
 `?password=…` ran the sweep and was printed in clear by `--dry-run` and the sweep's first line. A database that
 cannot be opened (down, a wrong password) ends in one line naming the masked URL, not SQLAlchemy's traceback."""
 

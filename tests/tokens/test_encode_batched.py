@@ -1,6 +1,6 @@
 """Batched tokenization into Arrow columns gives exactly what one tokenizer call per text into Python lists
-gave: the same ids, the same truncations and drops (issue 12), checked on the real HH file against a
-per-text encoder written here; spread over threads, and with a tokenizer loaded by path, too (issue 24)."""
+gave: the same ids, the same truncations and drops, checked on the real HH file against a
+per-text encoder written here; spread over threads, and with a tokenizer loaded by path, too."""
 
 import math
 import multiprocessing

@@ -1,4 +1,4 @@
-"""A `collator.max_length` too small for the data is said, with the length that would do (issue 25, item 6).
+"""A `collator.max_length` too small for the data is said, with the length that would do.
 
 At `collator.max_length=8` the quickstart dropped 2,452 of 9,000 pairs and cut every other prompt inside its last
 turn, yet said "data: 9000 train pairs" and exited 0. The warning now states the pairs kept and, where more

@@ -102,7 +102,7 @@ def test_japanese_and_red_team_sources(tokenizer_dir, capsys):
     assert "not meant for fine-tuning" in out["refused_for_training"]
 
 
-# Groups (issue 25): K, ties and ranks, beside the token lengths and what max_length would do.
+# Groups: K, ties and ranks, beside the token lengths and what max_length would do.
 LONG = "word " * 120
 GROUP_RECORDS = [
     {"prompt": "\n\nHuman: Name a colour.\n\nAssistant:",

@@ -1,4 +1,4 @@
-"""Attribute heads end to end (issue 26): a run on HelpSteer2-style rows trains and exports a 1 + A output
+"""Attribute heads end to end: a run on HelpSteer2-style rows trains and exports a 1 + A output
 classifier that plain transformers loads (logits[:, 0] the reward rm computes, logits[:, 1:] the attributes,
 named in id2label, their scales in config.json); and a run without attributes is bit for bit the run that the
 old loop (`group_rewards` + `preference_loss` directly) trains."""

@@ -1,4 +1,4 @@
-"""Checkpoints that prove themselves (issue 30): a damaged one is never resumed or exported, a kill while a step is
+"""Checkpoints that prove themselves: a damaged one is never resumed or exported, a kill while a step is
 saved again leaves it whole, a diverged model is never kept, and train_log.jsonl stays valid JSON.
 
 Faults are injected in process: bytes flipped or cut in a saved file, a kill simulated by raising at a chosen

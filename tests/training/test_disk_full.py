@@ -1,4 +1,4 @@
-"""A full disk (issue 30), simulated in process by a writer that fails with ENOSPC: one line naming the path
+"""A full disk, simulated in process by a writer that fails with ENOSPC: one line naming the path
 and the free space, never a traceback; nothing already written is lost, no temporary file holds space."""
 
 import errno

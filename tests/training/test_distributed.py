@@ -11,7 +11,7 @@ micro-batch k of one process at batch 8. Each process's summed loss is scaled by
 the two gradients: the gradient of the mean loss over the 8 pairs, so both runs follow the same
 trajectory up to float rounding.
 
-The token-budget tests further down (issue 12) launch with torchrun through tests/training/batch_recorder.py,
+The token-budget tests further down launch with torchrun through tests/training/batch_recorder.py,
 which records each process's micro-batches, and compare N processes with one process at grad_accum N.
 
 Tolerance on each logged loss: 1e-5. Rounding differs (packed rows of 4 pairs vs 8 change the matmul
@@ -73,7 +73,7 @@ def test_two_processes_match_one_at_the_same_global_batch(tmp_path):
     assert diff <= 1e-5
 
 
-# Token budgets on both splits (issue 12): micro-batches of 1 to ~10 pairs, 2 epochs of 240 pairs.
+# Token budgets on both splits: micro-batches of 1 to ~10 pairs, 2 epochs of 240 pairs.
 BUDGETS = [
     "data.synthetic.n_train=240",
     "data.synthetic.n_eval=61",

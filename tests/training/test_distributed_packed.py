@@ -1,4 +1,4 @@
-"""The packed layout (padding-free, prompt duplicated; issue 15) under 2 and 3 processes with token budgets.
+"""The packed layout (padding-free, prompt duplicated) under 2 and 3 processes with token budgets.
 
 The same contract as the shared layout's runs in test_distributed.py: N processes at grad_accum 1 and one
 process at grad_accum N, on the same plan, end with the same weights (1e-5); each training pair is used once

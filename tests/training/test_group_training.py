@@ -1,6 +1,6 @@
-"""Training on K responses per prompt end to end (issue 25): a listwise run learns an order the text decides, the
+"""Training on K responses per prompt end to end: a listwise run learns an order the text decides, the
 hold-out keeps every prompt on one side, and N processes match one process accumulating N under token budgets
-with groups of mixed K, ties and per-pair weights, beside pairs whose preference strength is a soft label (issue 26)."""
+with groups of mixed K, ties and per-pair weights, beside pairs whose preference strength is a soft label."""
 
 import json
 import math

@@ -1,5 +1,5 @@
 """A run stopped and resumed ends exactly where the uninterrupted run does, with dropout too, and a resume that
-would re-train pairs already seen (another train.batch_size inside an epoch) is refused in one line (issue 30)."""
+would re-train pairs already seen (another train.batch_size inside an epoch) is refused in one line."""
 
 import os
 import signal

@@ -131,7 +131,7 @@ def test_the_saved_config_holds_absolute_paths_and_works_from_another_directory(
 
 
 def test_overwrite_deletes_only_what_the_run_wrote(tmp_path, capsys):
-    """Issue 30: a run's folder where the user then kept data/prefs.jsonl (their run's own source) and the run
+    """A run's folder where the user then kept data/prefs.jsonl (their run's own source) and the run
     itself read its data from elsewhere: train.overwrite deleted data/. It is not in the run's manifest: refused
     in one line, nothing deleted; once moved away, overwrite replaces only the run's files."""
     bad_data(tmp_path / "src", broken=False)
@@ -178,7 +178,7 @@ def test_a_file_changed_since_the_run_wrote_it_is_not_deleted(synthetic_run, tmp
 
 @pytest.mark.parametrize("manifest", ["none", "names"])
 def test_an_old_run_directory_is_still_replaced(synthetic_run, tmp_path, capsys, manifest):
-    """`make demo` over a runs/quickstart of an rm that wrote no manifest (or issue 29's list of names): its
+    """`make demo` over a runs/quickstart of an rm that wrote no manifest (or a manifest of bare file names): its
     config.yaml loads as a run config, so its known files are replaced; a file of the user's beside them stays."""
     out = tmp_path / "run"
     shutil.copytree(synthetic_run, out)

@@ -1,4 +1,4 @@
-"""One run at a time in a run directory (issue 30): a second process stops at once naming the holder and
+"""One run at a time in a run directory: a second process stops at once naming the holder and
 changes nothing; a lock left by a dead process is taken over; the lock leaves no file behind."""
 
 import hashlib
