@@ -1,10 +1,12 @@
 """The import contract of rm: role folders in layers, imports only downwards, no import cycles.
 
-    client < errors < config < data < tokens < collate < model < evaluation < suites < export < training < sweep
-        < serve < cli < api
+    client < errors < config < data < tokens < collate < model < evaluation < suites < export < scoring < training
+        < sweep < serve < cli < api
 
 `client` (the HTTP client of `rm serve`, imported in a policy's venv without torch) sits below everything and
-imports nothing of rm above it; `serve` (the reward server) sits beside `cli`, which starts it. `api` (`rm.train`,
+imports nothing of rm above it; `scoring` (the one loader of a trained model for inference) sits above `export`,
+whose code rebuilds a run without an export from its checkpoint, and below every command that scores; `serve` (the
+reward server) sits beside `cli`, which starts it. `api` (`rm.train`,
 `rm.load`) is the top: `rm/__init__.py` belongs to it, since its `__getattr__` imports `rm.api` when `rm.train` or
 `rm.load` is first read. Importing the package for the one name it defines itself, `rm.__version__` (`from rm
 import __version__`, or `import rm` where only `rm.__version__` is read), runs no such import and counts as none.
@@ -32,6 +34,7 @@ LAYERS = (
     "evaluation",
     "suites",
     "export",
+    "scoring",
     "training",
     "sweep",
     "serve",

@@ -2,10 +2,11 @@
 `rm eval` writes to eval.json).
 
 `source` is what `rm serve` takes: an export folder, a run directory (its export, or its newest checkpoint rebuilt
-as `rm export` rebuilds it), one of its checkpoints, or a Hub id; it is loaded by the server's own loader
-(rm/serve/scorer.py). `score` encodes each record with `rm score`'s functions (`texts_of`, `encode_texts`,
-`score_outputs`: the same text, the same fitting into max_length, the same batch layout), so its rewards are the
-ones `rm score` writes for the same records. `evaluate` is `rm eval` (`evaluate_model`) on the loaded model's folder.
+as `rm export` rebuilds it), one of its checkpoints, or a Hub id; it is loaded by the one loader every command
+scores through (rm/scoring/inference.py). `score` encodes each record with `rm score`'s functions (`texts_of`,
+`encode_texts`, `score_outputs`: the same text, the same fitting into max_length, the same batch layout), so its
+rewards are the ones `rm score` writes for the same records. `evaluate` is `rm eval` (`evaluate_model`) on the
+loaded model's folder.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from rm.errors import ModelError, RecordError
 from rm.evaluation.eval_report import EvalOptions, evaluate_model
 from rm.evaluation.record_texts import output_fields, texts_of
 from rm.evaluation.score_file import encode_texts, score_outputs
-from rm.serve.scorer import Scorer, exported, load_scorer
+from rm.scoring import inference
+from rm.serve.scorer import Scorer, scorer_of
 
 Scored = float | None | dict[str, Any]
 """One input's result: a text's reward (None where not finite), or a record's output fields."""
@@ -102,7 +104,7 @@ class LoadedModel:
         fraction of it drawn as the model's run drew it), a `datasets.Dataset` or a list of records (scored whole).
         `out`: where report.md, report.html, rewards.jsonl and the plots go (default: a temporary folder, removed).
         `overrides`: `rm eval --set` data keys (`format=nectar`, `columns.prompt=question`)."""
-        folder = exported(self.source)
+        folder = inference.exported(self.source)
         if not ExportDir(folder).holds_model:
             raise ModelError(
                 f"{self.source}: evaluate needs an export folder (a run directory with export/, or a model); export "
@@ -132,14 +134,5 @@ def load(
     ("auto": the GPU where there is one). `max_length` 0: the run's collator.max_length saved with it, else the
     model's position limit (at most 2048), as `rm score` picks it."""
     name = str(Path(source).expanduser()) if Path(str(source)).expanduser().exists() else str(source)
-    scorer = load_scorer(
-        name,
-        device=device,
-        dtype=dtype,
-        trust_remote_code=False,
-        max_length=max_length,
-        normalize=False,
-        num_threads=num_threads,
-        prefix_cache=False,
-    )
-    return LoadedModel(name, scorer)
+    loaded = inference.load(name, device=device, dtype=dtype, max_length=max_length, num_threads=num_threads)
+    return LoadedModel(name, scorer_of(loaded, prefix_cache=False))

@@ -164,11 +164,15 @@ def run(args: argparse.Namespace) -> int:
     if args.suite:
         from rm.suites.suite_eval import evaluate_suite
 
-        result = evaluate_suite(args.model, args.suite, suite_data(args), args.out, options)
+        data = suite_data(args)
+        folder, loaded = load_export(args)
+        result = evaluate_suite(folder, args.suite, data, args.out, options, loaded)
     elif not args.data:
         raise ConfigError("--data is required (or name a --suite, which reads its published dataset)")
     else:
-        result = evaluate_model(args.model, eval_data(args), args.out, options)
+        data = eval_data(args)
+        folder, loaded = load_export(args)
+        result = evaluate_model(folder, data, args.out, options, loaded)
     if result:  # the main process (the others return an empty result)
         skipped = result["eval"]["records_skipped"]
         if skipped:
@@ -180,6 +184,30 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {args.suite}: {note}", file=sys.stderr)
         print(f"report: {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'} (one page to browse)")
     return 0
+
+
+def load_export(args: EvalFlags) -> tuple[str, tuple]:
+    """(the folder `rm eval` reads the run's saved settings from, (model, tokenizer)) loaded by the loader every
+    command shares (rm/scoring/inference.py): --model is an export folder, a Hub id, or a run directory with an
+    export (its export/). A run without one is refused: eval.json's `eval.model` and the checks of a model's
+    training data read an export's saved run config."""
+    from rm.errors import ModelError
+    from rm.scoring import inference
+
+    if inference.run_to_restore(args.model) is not None:
+        raise ModelError(
+            f"{args.model} is an rm run directory, not a model: export it first (python -m rm export {args.model} "
+            "--out DIR)"
+        )
+    loaded = inference.load(
+        args.model,
+        device="cpu",  # moved to this process's device once the process group is up
+        dtype=args.dtype,
+        max_length=args.max_length,
+        trust_remote_code=args.trust_remote_code,
+        num_threads=args.num_threads,
+    )
+    return loaded.folder, (loaded.model, loaded.tokenizer)
 
 
 def suite_table(suite: dict) -> str:

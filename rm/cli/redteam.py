@@ -48,14 +48,15 @@ def run(args: argparse.Namespace) -> int:
         print("error: give --scores FILE, or --model and --input to score transcripts first", file=sys.stderr)
         return 2
     from rm.evaluation.redteam_analysis import format_table, run_redteam
-    from rm.model.pretrained import default_max_length, load_reward_model
+    from rm.scoring import load
 
     kw = {}
     if not args.scores:
-        model, tokenizer = load_reward_model(args.model, args.dtype, args.trust_remote_code, device="auto")
-        max_length = args.max_length or default_max_length(args.model, model)
-        kw = {"model": model, "tokenizer": tokenizer, "input": args.input, "batch_size": args.batch_size}
-        kw |= {"max_length": max_length, "field": args.field}
+        loaded = load(
+            args.model, dtype=args.dtype, max_length=args.max_length, trust_remote_code=args.trust_remote_code
+        )
+        kw = {"model": loaded.model, "tokenizer": loaded.tokenizer, "input": args.input, "batch_size": args.batch_size}
+        kw |= {"max_length": loaded.max_length, "field": args.field}
     result = run_redteam(args.out, scores=args.scores, **kw)
     if "scored" in result:
         n, cut = result["scored"]["records"], result["scored"]["records_truncated"]

@@ -1,4 +1,6 @@
-"""`python -m rm score --model M --input FILE`: rewards for every record of a file (rm/evaluation/score_file.py)."""
+"""`python -m rm score --model M --input FILE`: rewards for every record of a file (rm/evaluation/score_file.py).
+
+M is what `rm serve` takes (rm/scoring/inference.py): an export folder, a run directory, a checkpoint or a Hub id."""
 
 from __future__ import annotations
 
@@ -46,23 +48,24 @@ def add(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rm.config.exportdir import ExportDir
     from rm.config.flags import settle
     from rm.evaluation.score_file import check_output, score_file
-    from rm.model.build import check_positions
-    from rm.model.pretrained import default_max_length, load_reward_model
+    from rm.scoring import load
 
     args = settle(args, ScoreFlags)
     out = args.out or scored_name(args.input)
     check_output(Path(args.input), Path(out), args.overwrite)  # before the model loads, not after
-    model, tokenizer = load_reward_model(
-        args.model, args.dtype, args.trust_remote_code, device="auto", num_threads=args.num_threads
+    loaded = load(
+        args.model,
+        dtype=args.dtype,
+        max_length=args.max_length,
+        trust_remote_code=args.trust_remote_code,
+        num_threads=args.num_threads,
     )
-    max_length = args.max_length or default_max_length(args.model, model)
-    check_positions(max_length, model.hf.config, "--max-length", args.model)
+    max_length = loaded.max_length
     counts = score_file(
-        model,
-        tokenizer,
+        loaded.model,
+        loaded.tokenizer,
         args.input,
         out,
         batch_size=args.batch_size,
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         field=args.field,
         on_bad_record=args.on_bad_record,
         overwrite=args.overwrite,
-        text_version=ExportDir(args.model).text_version(),  # the rule its training read records by
+        text_version=loaded.text_version,  # the rule its training read records by
     )
     print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
     if counts.get("skipped"):

@@ -170,16 +170,18 @@ def training_overlap(model: str, data: DataConfig) -> str:
     )
 
 
-def evaluate_model(model: str, data: DataConfig, out: str | Path, options: EvalOptions) -> dict:
+def evaluate_model(
+    model: str, data: DataConfig, out: str | Path, options: EvalOptions, loaded: tuple | None = None
+) -> dict:
     """Score the eval pairs of `data` (`rm.data.load.eval_pairs`) with `model` on every process.
 
     The main process writes eval.json, report.md, rewards.jsonl and the plots into `out` and returns
-    eval.json's dict; the other processes return {}.
-    """
+    eval.json's dict; the other processes return {}. `loaded`: the (model, tokenizer) `rm eval` loaded from the
+    folder `model` by the loader every command shares (rm/scoring/inference.py); None: loaded here."""
     started = time.perf_counter()
     accelerator = Accelerator()
     # The model first: its tokenizer's chat template renders message-list data, as in training.
-    reward_model, tokenizer = load_reward_model(
+    reward_model, tokenizer = loaded or load_reward_model(
         model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
     )
     if ExportDir(model).from_rm:  # its records read by the rule its training read them with (text_rule.py)

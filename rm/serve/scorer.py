@@ -10,25 +10,18 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, ScoreSeq, prompt_runs
-from rm.config.exportdir import ExportDir
-from rm.config.loader import saved_text_version
-from rm.config.rundir import WEIGHTS, RunDir
 from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
-from rm.errors import ConfigError
 from rm.evaluation.record_texts import ScoreText
 from rm.evaluation.score_file import default_layout, encode_texts
-from rm.model.build import DTYPES, check_positions
-from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model, model_attributes
-from rm.model.reward import RewardModel, score_head
-from rm.model.threads import set_threads
+from rm.model.pretrained import model_attributes
+from rm.scoring.inference import Loaded, load, normalization
 from rm.serve.batch_plan import Output
 from rm.serve.prefix_cache import PrefixScoring, prefix_support
 from rm.tokens.tokenizer import special_prefix
@@ -122,94 +115,31 @@ def load_scorer(
     num_threads: int,
     prefix_cache: bool = True,
 ) -> Scorer:
-    """Load `name` as `rm score` does (an export or any sequence-classification model), or a run directory:
-    its export when it has one, else its newest checkpoint rebuilt as `rm export` rebuilds it."""
-    set_threads(num_threads)
-    run, weights = run_to_restore(name), ""
-    if run is None:
-        path = exported(name)
-        if path != name:  # a run directory's export: an older rm's may hold diverged weights
-            from rm.export.restore import refuse_diverged_export
+    """`name` loaded by the one loader (rm/scoring/inference.py: an export, any sequence-classification model, a run
+    directory or a checkpoint), with what serving adds: the batch layout, the prompt cache, --normalize."""
+    loaded = load(
+        name,
+        device=device,
+        dtype=dtype,
+        max_length=max_length,
+        trust_remote_code=trust_remote_code,
+        num_threads=num_threads,
+        purpose="serving",
+    )
+    return scorer_of(loaded, normalize=normalize, prefix_cache=prefix_cache)
 
-            refuse_diverged_export(Path(name).expanduser())
-        model, tokenizer = load_reward_model(path, dtype, trust_remote_code, device=device, num_threads=num_threads)
-        max_length = max_length or default_max_length(path, model)
-        version = ExportDir(path).text_version()
-    else:
-        model, tokenizer, run_length, weights = restored(run, dtype, device)
-        max_length = max_length or run_length
-        version = saved_text_version(RunDir(run).config) if RunDir(run).config.is_file() else TEXT_VERSION
-    check_positions(max_length, model.hf.config, "--max-length", name)
-    norm = normalization(model.hf.config, name) if normalize else None
+
+def scorer_of(loaded: Loaded, *, normalize: bool = False, prefix_cache: bool = True) -> Scorer:
+    """A loaded model with its batch layout (`rm score`'s), and its prompt cache where the model allows one."""
+    model, tokenizer = loaded.model, loaded.tokenizer
+    norm = normalization(model.hf.config, loaded.name) if normalize else None
     layout = default_layout(model, tokenizer.pad_token_id)
-    dev = next(model.parameters()).device
+    dev = loaded.device
     groups = None
     if prefix_cache and isinstance(layout, PackedScoring):
         groups, why_not = prefix_support(model, tokenizer.pad_token_id, dev)
         if why_not:
             log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
-    return Scorer(name, model, tokenizer, max_length, layout, dev, norm, groups, weights, version)
-
-
-def exported(name: str) -> str:
-    """A run directory's export folder in place of the run directory; anything else as given."""
-    path = Path(name).expanduser()
-    run = RunDir(path)
-    if path.is_dir() and not ExportDir(path).holds_model and ExportDir(run.export).holds_model:
-        return str(run.export)
-    return name
-
-
-def run_to_restore(name: str) -> Path | None:
-    """A run directory without an export (or one of its checkpoints): rebuilt from weights, not loaded as a
-    transformers folder."""
-    path = Path(name).expanduser()
-    if not path.is_dir() or ExportDir(path).holds_model:
-        return None
-    run = RunDir(path)
-    if ExportDir(run.export).holds_model:
-        return None
-    return path if run.config.is_file() or (path / WEIGHTS).is_file() else None
-
-
-def restored(path: Path, dtype: str, device: str) -> tuple[nn.Module, PreTrainedTokenizerBase, int, str]:
-    """(model, tokenizer, the run's collator.max_length, which weights) from a run's newest checkpoint (or the one
-    named). Weights that diverged are refused in one line (`resolve_source`); an unfinished run's are served with one
-    warning line naming the step and the total, as `rm export` gives them."""
-    from rm.export.folder import merged
-    from rm.export.restore import load_model, resolve_source, run_tokenizer
-
-    source = resolve_source(path)
-    if source.final_step is None:
-        log.warning("serving %s (%s)", source.weights.parent, source.describe())
-    tokenizer = run_tokenizer(source.cfg, source.run_dir)
-    hf, _ = merged(load_model(source, tokenizer))
-    hf = hf.to(DTYPES[dtype])
-    try:
-        score_head(hf)
-        model: nn.Module = RewardModel(hf)
-    except TypeError:
-        model = PooledLogits(hf)
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    log.info("serving %s from its weights %s (no export/ there)", path, source.weights)
-    return model.eval().to(device), tokenizer, source.cfg.collator.max_length, source.describe()
-
-
-def normalization(config, name: str) -> dict[str, float]:
-    """The mean and std an export recorded (`rm export --normalize`: `reward_normalization`, and the `mean`/`std`
-    keys OpenRLHF reads, which other exports may carry alone)."""
-    recorded = getattr(config, "reward_normalization", None)
-    pair = (recorded.get("mean"), recorded.get("std")) if isinstance(recorded, dict) else (None, None)
-    if pair[0] is None:
-        pair = (getattr(config, "mean", None), getattr(config, "std", None))
-    try:
-        mean, std = float(pair[0]), float(pair[1])
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"--normalize: {name} records no reward mean and std in its config.json (export the run with "
-            "`python -m rm export RUN --out DIR --normalize`), or serve raw rewards without --normalize"
-        ) from None
-    if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
-        raise ConfigError(f"--normalize: {name} records mean={mean}, std={std}; std must be a positive number")
-    return {"mean": mean, "std": std}
+    return Scorer(
+        loaded.name, model, tokenizer, loaded.max_length, layout, dev, norm, groups, loaded.weights, loaded.text_version
+    )

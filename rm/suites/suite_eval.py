@@ -67,22 +67,28 @@ class SuiteRun:
     rewards: list[np.ndarray]
 
 
-def evaluate_suite(model: str, suite_name: str, data: SuiteData, out: str | Path, options: EvalOptions) -> dict:
+def evaluate_suite(
+    model: str, suite_name: str, data: SuiteData, out: str | Path, options: EvalOptions, loaded: tuple | None = None
+) -> dict:
     """Score the suite's records with `model` on every process; the main process writes eval.json (with its
-    `suite` block), report.md, rewards.jsonl and the plots into `out` and returns eval.json's dict, the others {}."""
-    run = score_suite(model, suite_name, data, options)
+    `suite` block), report.md, rewards.jsonl and the plots into `out` and returns eval.json's dict, the others {}.
+    `loaded`: the (model, tokenizer) `rm eval` loaded from the folder `model` (rm/scoring/inference.py); None:
+    loaded here."""
+    run = score_suite(model, suite_name, data, options, loaded)
     if run is None:
         return {}
     write_report(Path(out), run.result, run.examples, run.rewards, options.seed)
     return run.result
 
 
-def score_suite(model: str, suite_name: str, data: SuiteData, options: EvalOptions) -> SuiteRun | None:
+def score_suite(
+    model: str, suite_name: str, data: SuiteData, options: EvalOptions, loaded: tuple | None = None
+) -> SuiteRun | None:
     """eval.json's numbers for the suite on the main process (None on the others), the process group ended."""
     started = time.perf_counter()
     suite = get_suite(suite_name)
     accelerator = Accelerator()
-    reward_model, tokenizer = load_reward_model(
+    reward_model, tokenizer = loaded or load_reward_model(
         model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
     )
     reward_model.to(accelerator.device)

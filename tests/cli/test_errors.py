@@ -53,10 +53,11 @@ def test_a_run_directory_where_an_export_is_expected_gets_a_hint(run_dir, tmp_pa
     bare = tmp_path / "bare-run"
     bare.mkdir()
     (bare / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    # `rm score` loads a run as `rm serve` does (its export, else its newest checkpoint): this one has neither
     assert cli(["score", "--model", str(bare), "--input", str(tmp_path / "x.jsonl")]) == 2
+    assert f"{bare}: no weights (no export/model.safetensors and no checkpoints/" in one_line_error(capsys)
+    assert cli(["eval", "--model", str(bare), "--data", str(run_dir / "data")]) == 2
     assert f"export it first (python -m rm export {bare} --out DIR)" in one_line_error(capsys)
-    assert cli(["eval", "--model", str(run_dir), "--data", str(run_dir / "data")]) == 2
-    assert f"use its export, {run_dir / 'export'}" in one_line_error(capsys)
 
 
 def test_push_checks_the_token_before_exporting(run_dir, tmp_path, capsys, monkeypatch):

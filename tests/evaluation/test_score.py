@@ -400,3 +400,75 @@ def test_bad_group_records_name_file_line_and_field(exported_tiny, tmp_path):
         write_jsonl(tmp_path / "in.jsonl", [RECORDS[1], record])
         with pytest.raises(DataError, match=pattern):
             score_file(model, tok, tmp_path / "in.jsonl", tmp_path / "out.jsonl", progress=False)
+
+
+@pytest.fixture
+def stopped_run(tokenizer, tmp_path):
+    """A run stopped at step 16 of 400 without an export: config (max_length 64), tokenizer, one checkpoint."""
+    from dataclasses import replace
+
+    from safetensors.torch import save_file
+
+    from conftest import tiny_model
+    from rm.config import ModelConfig, RandomInitConfig, RunConfig
+    from rm.config.rundir import STATE, write_config
+    from rm.model.reward import RewardModel
+    from rm.training.checkpoint_folder import seal
+
+    shape = RandomInitConfig(
+        model_type="llama", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    cfg = RunConfig(model=ModelConfig(random_init=shape))
+    run = tmp_path / "run"
+    step = run / "checkpoints" / "step-16"
+    step.mkdir(parents=True)
+    write_config(replace(cfg, collator=replace(cfg.collator, max_length=64)), run / "config.yaml")
+    tokenizer.save_pretrained(run / "tokenizer")
+    state = {k: v.contiguous() for k, v in RewardModel(tiny_model(tokenizer, seed=3)).state_dict().items()}
+    save_file(state, step / "model.safetensors")
+    (step / STATE).write_text(json.dumps({"step": 16, "max_steps": 400}))
+    seal(step, 16)
+    return run
+
+
+def test_a_run_directory_or_checkpoint_is_scored_as_its_export_is(stopped_run, tmp_path, caplog, capsys):
+    """`rm score` loads what `rm serve` loads (rm/scoring/inference.py): a run without an export is its newest
+    checkpoint rebuilt as `rm export` rebuilds it, with one warning that the run has not finished."""
+    import logging
+
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS[:4])
+    step = stopped_run / "checkpoints" / "step-16"
+
+    def rewards(model: str, name: str) -> list[float]:
+        out = tmp_path / f"{name}.jsonl"
+        assert cli_main(["score", "--model", model, "--input", str(src), "--out", str(out)]) == 0
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        return [r.get("reward", r.get("chosen_reward")) for r in rows] + [r.get("rejected_reward", 0.0) for r in rows]
+
+    with caplog.at_level(logging.WARNING, logger="rm"):
+        from_run = rewards(str(stopped_run), "run")
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [f"scoring {step} (step 16 of 400: the run has not finished)"]
+    assert rewards(str(step), "checkpoint") == from_run
+    assert cli_main(["export", str(stopped_run), "--out", str(stopped_run / "export")]) == 0
+    from_export = rewards(str(stopped_run / "export"), "export")
+    assert from_run == pytest.approx(from_export, abs=1e-6)
+    assert rewards(str(stopped_run), "run-with-export") == from_export  # the run directory now loads its export/
+
+
+def test_a_diverged_checkpoint_is_refused_in_one_line_by_score_and_redteam(stopped_run, tmp_path, capsys):
+    from rm.config.rundir import STATE
+    from rm.training.checkpoint_folder import seal
+
+    step = stopped_run / "checkpoints" / "step-16"
+    (step / STATE).write_text(json.dumps({"step": 16, "max_steps": 400, "diverged": "48 of 48 outputs are not finite"}))
+    (step / "complete.json").unlink()
+    seal(step, 16)
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS[:2])
+    why = f"{step}: the run diverged at step 16: 48 of 48 outputs are not finite"
+    assert cli_main(["score", "--model", str(stopped_run), "--input", str(src)]) == 2
+    assert why in capsys.readouterr().err
+    assert not (tmp_path / "in.scored.jsonl").exists()
+    redteam = ["redteam", "--model", str(stopped_run), "--input", str(src), "--out", str(tmp_path / "rt")]
+    assert cli_main(redteam) == 2
+    assert why in capsys.readouterr().err

@@ -96,3 +96,12 @@ def test_reading_rm_version_alone_imports_nothing_above(copy):
     append(copy / "data" / "load.py", "\nTRAIN = rm.train\n")
     (found, *_) = checker().problems(copy)
     assert "rm.data.load (data) imports rm (api)" in found
+
+
+def test_the_scoring_room_sits_above_export_and_below_training(copy):
+    """The one loader rebuilds runs with export's code; export (and evaluation under it) may not load through it."""
+    layers = checker().LAYERS
+    assert layers.index("export") < layers.index("scoring") < layers.index("training")
+    append(copy / "export" / "card.py", "\nfrom rm.scoring.inference import load  # noqa\n")
+    found = checker().problems(copy)
+    assert "rm.export.card (export) imports rm.scoring.inference (scoring)" in found[0]

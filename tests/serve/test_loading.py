@@ -57,3 +57,22 @@ def test_a_run_without_an_export_serves_its_newest_checkpoint(exported_tiny, tok
     scorer = scorer_for(str(run))
     assert scorer.max_length == 64 and scorer.layout_name == "shared"
     assert rewards(str(run)) == pytest.approx(rewards(str(exported_tiny)), abs=1e-5)
+
+
+def test_rm_eval_of_a_run_directory_is_rm_eval_of_its_export(exported_tiny, synthetic_root, run_config, tmp_path):
+    """`rm eval` loads through the same loader: a run directory is its export/, with the same numbers."""
+    import json
+
+    from rm.cli import main as cli
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_config(run_config, run / "config.yaml")
+    shutil.copytree(exported_tiny, run / "export")
+    results = []
+    for name, model in (("run", run), ("export", run / "export")):
+        argv = ["eval", "--model", str(model), "--data", str(synthetic_root), "--out", str(tmp_path / name)]
+        assert cli([*argv, "--bootstrap-samples", "20"]) == 0
+        results.append(json.loads((tmp_path / name / "eval.json").read_text()))
+    assert results[0]["overall"] == results[1]["overall"]  # the same folder loaded: the same numbers, exactly
+    assert results[0]["eval"]["model"] == str(run / "export")
