@@ -16,7 +16,7 @@ class ModelFlags:
     """Which reward model to load, how to batch it and fit texts to it: every command that scores."""
 
     model: str = option("", required=True)
-    """reward model: local folder or Hub name (num_labels=1)"""
+    """reward model: an export folder, a run directory, a checkpoint or a Hub name (num_labels=1)"""
     batch_size: int = option(16)
     """texts (score) or pairs (eval) per batch"""
     max_length: int = option(0)

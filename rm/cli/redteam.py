@@ -16,7 +16,7 @@ class RedteamFlags(ModelFlags):
     """`rm redteam`'s options: the model's (rm/cli/options.py), --model optional, then these."""
 
     model: str = option("")
-    """reward model to score --input with: local folder or Hub name (num_labels=1)"""
+    """reward model to score --input with: an export, a run directory, a checkpoint or a Hub name (num_labels=1)"""
     input: str = option("")
     """red-team attempts .jsonl[.gz] to score with --model"""
     scores: str = option("")

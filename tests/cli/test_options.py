@@ -36,7 +36,7 @@ def test_the_readme_tables_are_the_generated_ones():
     for name, cls in COMMANDS.items():
         table = re.search(rf"### `rm {name}`\n\n(\|.*?)\n\n", section + "\n", re.S)
         assert table, name
-        assert table.group(1) == options_table(cls), f"README table of rm {name}: run /tmp-free regeneration"
+        assert table.group(1) == options_table(cls), f"README table of rm {name}: run python scripts/options_tables.py"
 
 
 def test_each_flag_is_a_field_and_its_help_is_the_docstring():
