@@ -56,7 +56,8 @@ def read_reply(response: httpx.Response) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise RewardServerError(response.status_code, f"the reply is not a JSON object: {_first_line(response)}")
         return body
-    error = RewardRequestError if response.is_client_error else RewardServerError
+    # a 408 (a body or head that arrived too slowly) is the connection's, not the request's: a retry may pass
+    error = RewardRequestError if response.is_client_error and response.status_code != 408 else RewardServerError
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         request_id = body.get("request_id")
         raise error(response.status_code, body["error"], str(request_id) if request_id else None)

@@ -28,6 +28,7 @@ from rm.config.checks import TEXT_VERSIONS
 from rm.config.loader import load_config, read_yaml, saved_split_version, saved_text_version
 from rm.config.rundir import EVAL, WEIGHTS, RunDir
 from rm.config.schema import LossConfig, RunConfig
+from rm.errors import ConfigError
 
 RUN_CONFIG = "rm_config.yaml"
 """The run's config inside an export (a run directory keeps it as config.yaml: rundir.CONFIG)."""
@@ -103,7 +104,12 @@ class ExportDir:
 
     def max_length(self) -> int | None:
         """The run's collator.max_length (the length training fitted its texts to), None where nothing is saved."""
-        return int(self.saved()["collator"]["max_length"]) if self.from_rm else None
+        if not self.from_rm:
+            return None
+        value = self.section("collator").get("max_length", RunConfig().collator.max_length)  # unsaved: the default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{self.run_config}: collator.max_length must be an integer, got {value!r}")
+        return value
 
     def split_version(self, default: int) -> int:
         """The hold-out rule the run drew with (data.split_version; 1 where its rm saved none), `default` for a

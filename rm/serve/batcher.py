@@ -187,6 +187,7 @@ class Batcher:
                 if jobs is None:
                     return
             jobs = self._live(jobs)
+            self._live([p.job for p in pending])  # forgets the jobs whose client went while their parts waited
             pending = [p for p in pending if not p.job.dropped]
             if jobs:
                 self.rounds = [*self.rounds[-999:], len(jobs)]
@@ -218,6 +219,7 @@ class Batcher:
         return batch, rest
 
     def _score(self, batch: list[Part]) -> None:
+        self._live([p.job for p in batch])  # forgets the jobs whose client went while this batch was cut
         live = [p for p in batch if not p.job.failed and not p.job.dropped]
         if not live:
             return

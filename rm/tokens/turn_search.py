@@ -63,10 +63,13 @@ def _bound(tokenizer: Any) -> int | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None
-    spec = json.loads(backend.to_str())
+    try:
+        spec = json.loads(backend.to_str())
+    except Exception:  # noqa: BLE001 - a custom (Python) normalizer or pre-tokenizer cannot be serialized: no bound
+        return None
     factor = 1
     for n in _parts(spec.get("normalizer")):
-        if n["type"] not in SAFE_NORMALIZERS or (n["type"] == "Replace" and not n.get("content")):
+        if n["type"] not in SAFE_NORMALIZERS or (n["type"] == "Replace" and not _keeps_length(n)):
             return None
         factor = COMPOSED if n["type"] in ("NFC", "NFKC") else factor
     for p in _parts(spec.get("pre_tokenizer")):
@@ -81,6 +84,14 @@ def _bound(tokenizer: Any) -> int | None:
     vocab = backend.get_vocab(with_added_tokens=True)
     decoded = backend.decode_batch([[i] for i in vocab.values()], skip_special_tokens=False)
     return factor * max(1, *map(len, vocab), *map(len, decoded))
+
+
+def _keeps_length(replace: dict) -> bool:
+    """A Replace normalizer that never shortens the text: a plain string replaced by one at least as long (" " by
+    "▁", as SentencePiece-style tokenizers do). A regex, or a shorter replacement, drops characters, and then a
+    text of more than room x L characters can still fit."""
+    pattern = replace.get("pattern") or {}
+    return "String" in pattern and len(replace.get("content") or "") >= len(pattern["String"])
 
 
 def _parts(spec: dict | None) -> list[dict]:

@@ -53,3 +53,17 @@ def test_export_file_names(tmp_path):
     (tmp_path / "export" / "notes.txt").write_text("mine")
     assert folder.is_export_file(folder.run_config) and folder.is_export_file(folder.model_config)
     assert not folder.is_export_file(tmp_path / "export" / "notes.txt")
+
+
+def test_max_length_of_a_saved_config_without_a_collator_section_is_the_default(tmp_path):
+    """A saved rm_config.yaml may leave out sections (the loader fills in defaults): no KeyError, the default; a
+    value that is not an integer is one ConfigError naming the file."""
+    from rm.config import RunConfig
+    from rm.config.exportdir import RUN_CONFIG, ExportDir
+    from rm.errors import ConfigError
+
+    (tmp_path / RUN_CONFIG).write_text("train:\n  lr: 0.001\n")
+    assert ExportDir(tmp_path).max_length() == RunConfig().collator.max_length
+    (tmp_path / RUN_CONFIG).write_text("collator:\n  max_length: long\n")
+    with pytest.raises(ConfigError, match=f"{RUN_CONFIG}: collator.max_length must be an integer, got 'long'"):
+        ExportDir(tmp_path).max_length()

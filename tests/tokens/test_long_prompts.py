@@ -162,3 +162,19 @@ def test_a_tokenizer_that_drops_characters_gets_no_bound():
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     assert longest_token(PreTrainedTokenizerFast(tokenizer_object=backend)) is None
     assert longest_token(train_bpe(["abc abc"], 300)) >= 3
+
+
+def test_a_replace_normalizer_that_shortens_the_text_gets_no_bound():
+    """Collapsing runs of spaces (a regex, or a string replaced by a shorter one) drops characters: a text of more
+    than room x L characters could then still fit, so no bound; " " -> "▁" (SentencePiece-style) keeps one."""
+    from tokenizers import Regex, Tokenizer, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    def bound(normalizer) -> int | None:
+        backend = Tokenizer(models.BPE({"a": 0, "▁": 1, " ": 2}, []))
+        backend.normalizer = normalizer
+        return longest_token(PreTrainedTokenizerFast(tokenizer_object=backend))
+
+    assert bound(normalizers.Replace(Regex(" +"), " ")) is None
+    assert bound(normalizers.Replace("  ", " ")) is None
+    assert bound(normalizers.Replace(" ", "▁")) == 1
