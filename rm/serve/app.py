@@ -175,19 +175,15 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise RequestError(413, f"the body is {int(length)} bytes, over this server's --max-body-bytes {limit}")
-    chunks: list[bytes] = []
-
-    async def read() -> None:
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(413, f"the body is over this server's --max-body-bytes {limit}")
-            chunks.append(chunk)
-
-    try:  # wait_for, not asyncio.timeout: the package supports Python 3.10, which lacks it
-        await asyncio.wait_for(read(), timeout)
-    except asyncio.TimeoutError:
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, f"the body is over this server's --max-body-bytes {limit}")
+                chunks.append(chunk)
+    except TimeoutError:
         raise RequestError(408, f"the body did not arrive within this server's --read-timeout {timeout:g} s") from None
     return b"".join(chunks)
 
