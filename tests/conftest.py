@@ -109,6 +109,35 @@ def tiny_model(tokenizer, model_type: str = "llama", seed: int = 0, pad_token_id
     return build_model(cfg, len(tokenizer), pad, tokenizer.eos_token_id).eval()
 
 
+def stopped_run(tokenizer, run: Path, seed: int = 0) -> Path:
+    """A run stopped at step 16 of 400 without an export, at `run`: config (max_length 64), tokenizer, one sealed
+    checkpoint (weights of a tiny llama seeded `seed`, trainer_state.json): what `rm serve RUN` and `rm score`
+    rebuild from a checkpoint."""
+    import json
+    from dataclasses import replace
+
+    from safetensors.torch import save_file
+
+    from rm.config import ModelConfig, RandomInitConfig, RunConfig
+    from rm.config.rundir import STATE, write_config
+    from rm.model.reward import RewardModel
+    from rm.training.checkpoint_folder import seal
+
+    shape = RandomInitConfig(
+        model_type="llama", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
+    cfg = RunConfig(model=ModelConfig(random_init=shape))
+    step = run / "checkpoints" / "step-16"
+    step.mkdir(parents=True)
+    write_config(replace(cfg, collator=replace(cfg.collator, max_length=64)), run / "config.yaml")
+    tokenizer.save_pretrained(run / "tokenizer")
+    state = {k: v.contiguous() for k, v in RewardModel(tiny_model(tokenizer, seed=seed)).state_dict().items()}
+    save_file(state, step / "model.safetensors")
+    (step / STATE).write_text(json.dumps({"step": 16, "max_steps": 400}))
+    seal(step, 16)
+    return run
+
+
 @pytest.fixture(scope="session")
 def exported_tiny(tokenizer, tmp_path_factory):
     """A tiny random Llama exported as rm exports trained models (no training: the scores are arbitrary

@@ -405,30 +405,9 @@ def test_bad_group_records_name_file_line_and_field(exported_tiny, tmp_path):
 @pytest.fixture
 def stopped_run(tokenizer, tmp_path):
     """A run stopped at step 16 of 400 without an export: config (max_length 64), tokenizer, one checkpoint."""
-    from dataclasses import replace
+    from conftest import stopped_run
 
-    from safetensors.torch import save_file
-
-    from conftest import tiny_model
-    from rm.config import ModelConfig, RandomInitConfig, RunConfig
-    from rm.config.rundir import STATE, write_config
-    from rm.model.reward import RewardModel
-    from rm.training.checkpoint_folder import seal
-
-    shape = RandomInitConfig(
-        model_type="llama", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
-    )
-    cfg = RunConfig(model=ModelConfig(random_init=shape))
-    run = tmp_path / "run"
-    step = run / "checkpoints" / "step-16"
-    step.mkdir(parents=True)
-    write_config(replace(cfg, collator=replace(cfg.collator, max_length=64)), run / "config.yaml")
-    tokenizer.save_pretrained(run / "tokenizer")
-    state = {k: v.contiguous() for k, v in RewardModel(tiny_model(tokenizer, seed=3)).state_dict().items()}
-    save_file(state, step / "model.safetensors")
-    (step / STATE).write_text(json.dumps({"step": 16, "max_steps": 400}))
-    seal(step, 16)
-    return run
+    return stopped_run(tokenizer, tmp_path / "run", seed=3)
 
 
 def test_a_run_directory_or_checkpoint_is_scored_as_its_export_is(stopped_run, tmp_path, caplog, capsys):

@@ -6,18 +6,14 @@ refuses them: a checkpoint training marked diverged, and the end-of-run export o
 import json
 import logging
 import shutil
-from dataclasses import replace
 
 import pytest
-from safetensors.torch import save_file
 from serving import client
 
-from conftest import tiny_model
+from conftest import stopped_run
 from rm.cli import main as cli
-from rm.config import ModelConfig, RandomInitConfig, RunConfig
-from rm.config.rundir import STATE, write_config
+from rm.config.rundir import STATE
 from rm.errors import ExportError
-from rm.model.reward import RewardModel
 from rm.serve.scorer import load_scorer
 from rm.training.checkpoint_folder import seal
 
@@ -30,20 +26,7 @@ def scorer(name: str):
 @pytest.fixture
 def run(tokenizer, tmp_path):
     """A run stopped at step 16 of 400: config, tokenizer, one checkpoint (weights and trainer_state.json)."""
-    shape = RandomInitConfig(
-        model_type="llama", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
-    )
-    cfg = RunConfig(model=ModelConfig(random_init=shape))
-    run = tmp_path / "run"
-    step = run / "checkpoints" / "step-16"
-    step.mkdir(parents=True)
-    write_config(replace(cfg, collator=replace(cfg.collator, max_length=64)), run / "config.yaml")
-    tokenizer.save_pretrained(run / "tokenizer")
-    state = {k: v.contiguous() for k, v in RewardModel(tiny_model(tokenizer)).state_dict().items()}
-    save_file(state, step / "model.safetensors")
-    (step / STATE).write_text(json.dumps({"step": 16, "max_steps": 400}))
-    seal(step, 16)
-    return run
+    return stopped_run(tokenizer, tmp_path / "run")
 
 
 def test_an_unfinished_run_is_served_with_one_warning_and_says_so_in_info(run, caplog):
