@@ -8,7 +8,8 @@ row, and rows are padded to the widest group of the batch. Here a batch runs in 
 2. the responses, in chunks of similar length, each on a cache holding its own prompt's keys and values
    (zero columns masked out where its prompt is shorter than the chunk's longest), at positions that continue
    its prompt's.
-So attention costs P² + Σ R·(P + R) instead of (P + ΣR)², and padding stays within `SLACK` of the tokens.
+So attention costs P² + Σ R·(P + R) instead of (P + ΣR)², and padding stays
+within `rm.collate.budget.SLACK` of the tokens.
 Measured on rm serve's load benchmark (README): the reason /score_groups reaches its token ceiling.
 
 This is exact only where attention is plain causal attention over positions: every layer full attention (no
@@ -26,26 +27,10 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from rm.collate.budget import chunks
 from rm.collate.scoring import PackedScoring, ScoreSeq, prompt_runs
 from rm.model.masks import AttentionRule, additive_mask, attention_rules, column_limit
 from rm.model.reward import RewardModel, mixed_reward, score_head, transformers_model
-
-SLACK = 1.2
-"""A chunk grows while its padded size stays within this factor of its tokens (sequences sorted by length)."""
-
-
-def chunks(lengths: list[int], slack: float = SLACK) -> list[list[int]]:
-    """Indices of `lengths` sorted by length and cut where padding to the chunk's longest would pass `slack`."""
-    out: list[list[int]] = []
-    tokens = 0
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        if out and (len(out[-1]) + 1) * lengths[i] <= slack * (tokens + lengths[i]):
-            out[-1].append(i)
-            tokens += lengths[i]
-        else:
-            out.append([i])
-            tokens = lengths[i]
-    return out
 
 
 @functools.cache
