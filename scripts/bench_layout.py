@@ -36,7 +36,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches  # noqa: E402
 from rm.config import ModelConfig, RandomInitConfig  # noqa: E402
 from rm.model.build import build_model
-from rm.model.loss import bradley_terry_loss  # noqa: E402
+from rm.model.group_loss import bradley_terry_loss  # noqa: E402
 from rm.model.reward import RewardModel, pair_rewards  # noqa: E402
 from rm.tokens.store import EncodedGroup  # noqa: E402
 

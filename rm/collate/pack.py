@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from rm.collate.padded import group_fields, response_order
+from rm.collate.token_budget import plan_rows
 from rm.tokens.store import EncodedGroup
 
 PROMPT, CHOSEN, REJECTED = 0, 1, 2
@@ -24,24 +25,6 @@ PROMPT, CHOSEN, REJECTED = 0, 1, 2
 def group_length(g: EncodedGroup) -> int:
     """Tokens of the group's segment: the prompt once, every response."""
     return len(g.prompt_ids) + sum(len(r) for r in g.response_ids)
-
-
-def plan_rows(lengths: list[int], width: int) -> list[list[int]]:
-    """First-fit decreasing: indices into `lengths` grouped into rows of at most `width` tokens."""
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if lengths[i] > width:
-            raise ValueError(f"a pair of {lengths[i]} tokens cannot fit a row of {width}")
-        for r, free in enumerate(room):
-            if lengths[i] <= free:
-                rows[r].append(i)
-                room[r] -= lengths[i]
-                break
-        else:
-            rows.append([i])
-            room.append(width - lengths[i])
-    return rows
 
 
 def pack(

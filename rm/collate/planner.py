@@ -22,21 +22,17 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
+from rm.collate.token_budget import Rows, fill
 from rm.tokens.store import EncodedGroup, id_lengths
 
 
 def shared_cost(group: list[int], pack_length: int) -> int:
-    """Token slots of a shared-layout micro-batch whose pair lengths are `group` (sorted longest first)."""
-    width = max(group[0], pack_length)
-    room: list[int] = []
-    for n in group:  # first-fit, as rm.collate.pack.plan_rows does with the same (sorted) lengths
-        for r, free in enumerate(room):
-            if n <= free:
-                room[r] -= n
-                break
-        else:
-            room.append(width - n)
-    return len(room) * width
+    """Token slots of a shared-layout micro-batch whose pair lengths are `group` (sorted longest first): its rows
+    first-fit, as `rm.collate.token_budget.plan_rows` packs the same (sorted) lengths."""
+    rows = Rows(max(group[0], pack_length))
+    for n in group:
+        rows.add(n)
+    return rows.slots
 
 
 class SharedFill:
@@ -49,22 +45,18 @@ class SharedFill:
 
     def __init__(self, lengths: np.ndarray, pack_length: int):
         self.lengths, self.pack_length = lengths, pack_length
-        self.width = 0
-        self.room: list[int] = []
+        self.rows: Rows | None = None
+        """Opened by the first (widest) group: as wide as it or `pack_length`."""
 
     def cost_with(self, i: int) -> int:
         n = int(self.lengths[i])
-        width = self.width or max(n, self.pack_length)
-        return (len(self.room) + all(n > free for free in self.room)) * width
+        return self.rows.slots_with(n) if self.rows is not None else max(n, self.pack_length)
 
     def add(self, i: int) -> None:
         n = int(self.lengths[i])
-        self.width = self.width or max(n, self.pack_length)
-        for r, free in enumerate(self.room):
-            if n <= free:
-                self.room[r] -= n
-                return
-        self.room.append(self.width - n)
+        if self.rows is None:
+            self.rows = Rows(max(n, self.pack_length))
+        self.rows.add(n)
 
 
 class PaddedFill:
@@ -158,16 +150,8 @@ class PairBatches(Sampler[list[int]]):
         for window in self._windows(order):
             if self.max_tokens <= 0:  # a fixed pair count, length-grouped
                 out += [window[i : i + self.batch_size] for i in range(0, len(window), self.batch_size)]
-                continue
-            batch: list[int] = []
-            filling = self._filling()
-            for i in window:
-                if batch and filling.cost_with(i) > self.max_tokens:
-                    out.append(batch)
-                    batch, filling = [], self._filling()
-                batch.append(i)
-                filling.add(i)
-            out.append(batch)
+            else:
+                out += fill(window, self.max_tokens, self._filling)
         if self.shuffle:
             rng.shuffle(out)
         return out

@@ -16,6 +16,11 @@ fall on processes and accumulation steps does not change the update (rm/training
 
 accelerate's batch-sampler sharding is not used: it assumes batches of `batch_size` items, and with token
 budgets it dropped or emptied micro-batches and left processes with different counts (a hang).
+
+Scoring deals its plan differently (`deal_rounds`): nothing is accumulated, so the one-process batches go out W at
+a time, each run whole on one process. Its callers: `EvalBatches` (training's eval, `rm eval`) and
+rm/suites/score_items.py's `score_all` (the suites, training's suite evals); both gather what they scored with
+rm/evaluation/gather.py's `gather_once`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 from torch.utils.data import Sampler
@@ -32,6 +38,8 @@ from rm.collate.planner import PairBatches
 from rm.errors import DataError
 
 log = logging.getLogger("rm")
+
+B = TypeVar("B")
 
 
 def even_out(batches: list[list[int]], slots: int) -> list[list[int]]:
@@ -134,30 +142,56 @@ class RankBatches(Sampler[list[int]]):
         return len(self._epoch()[0])
 
 
+def deal_rounds(
+    batches: Sequence[B], rank: int, world: int, filler: B, cost: Callable[[B], int] | None = None
+) -> tuple[list[B], int]:
+    """Process `rank`'s share of a scoring plan, in the order it runs it, and how many of it are the plan's.
+
+    The plan goes out W at a time (W = `world`, a round): within a round by decreasing `cost` (ties: plan order),
+    or in plan order without costs, the first to process 0. Each batch is run whole, on one process, so every
+    value comes from the same tensors whatever W. Only the last round can be short; a process left without a
+    batch there runs `filler` once, at its end, so every process runs ceil(len(batches) / W) forwards (13
+    batches on 3 processes: 5 each, two of them fillers), which a DDP or FSDP model needs. The caller drops the
+    filler's values or gathers with `gather_once`, which keeps one copy of each.
+    """
+    mine = []
+    for start in range(0, len(batches), world):
+        round_ = list(batches[start : start + world])
+        if cost is not None and len(round_) > 1:  # one process: no cost computed
+            round_ = sorted(round_, key=cost, reverse=True)  # stable: ties keep plan order
+        mine.append(round_[rank] if rank < len(round_) else filler)
+    short = len(batches) % world
+    return mine, len(mine) - (1 if short and rank >= short else 0)
+
+
 class EvalBatches(Sampler[list[int]]):
-    """This process's share of an eval plan: the very micro-batches one process would run, dealt W at a time.
+    """This process's share of an eval plan: the very micro-batches one process would run, dealt W at a time by
+    `deal_rounds`, the costliest first in each round.
 
     So every pair's reward comes from the same tensors whatever the number of processes. Processes left
     without a micro-batch in the last round score the shortest pair once more (the same count everywhere,
-    which sharded models need); gathering keeps one reward per pair index (rm/evaluation/gather.py).
+    which sharded models need), after their `real` micro-batches of the plan; rm/evaluation/gather.py's
+    `gather_rewards` drops that repeat, so the reward kept is always the one of the pair's own micro-batch.
     """
 
     def __init__(self, plan: PairBatches, rank: int, world: int):
         self.plan, self.rank, self.world = plan, rank, world
-        self._mine: list[list[int]] | None = None
+        self._mine: tuple[list[list[int]], int] | None = None
 
-    def _batches(self) -> list[list[int]]:
+    def _deal(self) -> tuple[list[list[int]], int]:
         if self._mine is None:
             batches = self.plan.batches()
-            self._mine = []
-            if batches and self.world > 1:
-                filler = [int(self.plan.lengths.argmin())]  # the first shortest pair
-                for start in range(0, len(batches), self.world):
-                    round_ = sorted(batches[start : start + self.world], key=self.plan.cost, reverse=True)
-                    self._mine.append(round_[self.rank] if self.rank < len(round_) else filler)
-            else:
-                self._mine = list(batches)
+            filler = [int(self.plan.lengths.argmin())] if batches and self.world > 1 else []  # the first shortest
+            self._mine = deal_rounds(batches, self.rank, self.world, filler, self.plan.cost)
         return self._mine
+
+    def _batches(self) -> list[list[int]]:
+        return self._deal()[0]
+
+    @property
+    def real(self) -> int:
+        """How many of this process's micro-batches are the plan's: the rest (one at most) is a filler."""
+        return self._deal()[1]
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self._batches())

@@ -4,6 +4,10 @@ the group metrics (top-1, best-of-K, Kendall tau, ties) beside them.
 Every response's reward is gathered across processes with its group's index in its split, and repeats
 dropped, so every group counts exactly once whatever the batch sizes and the number of processes. `shut_down`
 ends the process group cleanly after training or a multi-process `rm eval`.
+
+`gather_once` is rm's one gather of scored values (a padded gather of each column, then one copy of each index
+kept): `gather_rewards` here (training's eval, `rm eval`) and rm/suites/score_items.py's `score_all` (the
+suites, training's suite evals) call it, both after dealing their plan with rm/collate/shard.py's `deal_rounds`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,55 @@ COPY = 1 << 40
 """A scored group's copy tag is process_index * COPY + its position in that process's stream: unique across
 processes, and ordered as the gathered streams are (process by process), so the copy kept is the first."""
 
+LINKED = {"responses": ("reward", "attribute_outputs", "attribute_scores"), "pairs": ("pair_target",)}
+"""`gather_rewards`' tables of rows of a group (column 0: the group's copy tag), and the columns beside each."""
+
+
+def copy_tags(accelerator: Accelerator, seen: int, n: int, device: torch.device) -> torch.Tensor:
+    """The tags of the next `n` units this process scores, after `seen` (see `COPY`)."""
+    return accelerator.process_index * COPY + seen + torch.arange(n, device=device)
+
+
+def gather_once(
+    accelerator: Accelerator, local: dict[str, torch.Tensor], linked: dict[str, tuple[str, ...]]
+) -> dict[str, torch.Tensor]:
+    """Every process's scored units on every process's CPU, each index exactly once: one gather, at the end.
+
+    `local["groups"]` [units, c] (long): a row per scored unit, its index first (what it scored: a group's split
+    index, a sequence), its copy tag (`copy_tags`) last. Each table named in `linked` [rows, c'] (long) holds rows
+    of units, column 0 the copy tag of the unit they belong to; the columns `linked` names beside it (rewards,
+    say) hold one row per row of it. Every column is padded with -1 across processes and gathered once, process
+    by process; `keep_once` then keeps, for each index, the copy of the lowest tag (a process short of a batch
+    scores one again: `deal_rounds`) with its own rows.
+    """
+    if accelerator.num_processes > 1:
+        local = {k: accelerator.gather(accelerator.pad_across_processes(v, pad_index=-1)) for k, v in local.items()}
+    return keep_once({k: v.cpu() for k, v in local.items()}, linked)
+
+
+def keep_once(parts: dict[str, torch.Tensor], linked: dict[str, tuple[str, ...]]) -> dict[str, torch.Tensor]:
+    """`gather_once`'s result from gathered columns (rows of index or copy -1 are padding): the units kept, in
+    index order; each linked table's rows of them, column 0 now the unit's row in `groups`, in gathered order,
+    and the columns beside it alike (those absent from `parts` stay absent)."""
+    groups = parts["groups"][parts["groups"][:, 0] >= 0]
+    groups = groups[torch.argsort(groups[:, -1], stable=True)]
+    groups = groups[torch.argsort(groups[:, 0], stable=True)]  # by index, each index's copies in tag order
+    first = torch.ones(len(groups), dtype=torch.bool)
+    first[1:] = groups[1:, 0] != groups[:-1, 0]
+    groups = groups[first]
+    # Kept copies' tags, sorted, with an end mark above every tag so that a lookup past the last stays in range.
+    tags, row_of_tag = torch.sort(groups[:, -1])
+    tags = torch.cat([tags, torch.full((1,), torch.iinfo(torch.long).max)])
+    row_of_tag = torch.cat([row_of_tag, torch.zeros(1, dtype=torch.long)])
+    out = {"groups": groups}
+    for table, beside in linked.items():
+        copy = parts[table][:, 0].contiguous()
+        at = torch.searchsorted(tags, copy)
+        kept = tags[at] == copy
+        out[table] = torch.cat([row_of_tag[at][kept][:, None], parts[table][kept, 1:]], 1)
+        out |= {k: parts[k][kept] for k in beside if k in parts}
+    return out
+
 
 @torch.no_grad()
 def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, torch.Tensor]:
@@ -41,8 +94,11 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     Batches differ in size (token budgets), and a process short of a batch in the last round scores
     a group again so that every process runs the same number (rm/collate/shard.py's EvalBatches, or
     accelerate's prepared loaders); so each process keeps its groups with their split index and a tag of the
-    copy it scored, the lists are gathered once at the end, and for each index one copy is kept, its
-    responses and comparisons with it. The model's train/eval mode is restored. Returns, on the CPU:
+    copy it scored, the lists are gathered once at the end (`gather_once`), and for each index one copy is
+    kept, its responses and comparisons with it. An EvalBatches filler (after its `real` batches) is run but
+    not kept: with 3 processes its lone pair could otherwise come first and be kept instead of the copy from
+    the pair's own batch, a reward computed from other tensors than one process computes it from. The model's
+    train/eval mode is restored. Returns, on the CPU:
 
         index, subset, prompt      [groups]       split index (0..n-1 when nothing is missing), subset id, prompt id
         reward, group, slot, rank  [responses]    by group, then slot k: its reward, group (row of `index`), k, rank
@@ -72,18 +128,21 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     interval = 0.1 if sys.stderr.isatty() else 10.0
     quiet = not accelerator.is_main_process
     bar = tqdm(loader, "eval", leave=False, unit="batches", disable=quiet, mininterval=interval)
+    real = getattr(loader.batch_sampler, "real", None)  # None (a list of batches, a prepared loader): all kept
     for k, batch in enumerate(bar, 1):
         if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
             trim_heap()
         batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
         out = group_outputs(model, batch).detach()  # [responses], or [responses, 1 + A]
+        if real is not None and k > real:  # a filler, run for equal forwards: its group is kept from its own batch
+            continue
         rewards = out if out.dim() == 1 else out[:, 0]
         if attributes:
             scores = batch.get("attributes")  # absent where the data has no scores of the model's attributes
             scores = torch.full_like(out[:, 1:], torch.nan) if scores is None else scores.to(out)
             parts["attribute_outputs"].append(out[:, 1:].float())
             parts["attribute_scores"].append(scores.float())
-        copy = accelerator.process_index * COPY + seen + torch.arange(len(batch["pair_index"]), device=rewards.device)
+        copy = copy_tags(accelerator, seen, len(batch["pair_index"]), rewards.device)
         seen += len(batch["pair_index"])
         slot = batch["response_slot"].long()
         columns = (batch["pair_index"], batch["subset_ids"], batch["prompt_id"], copy)
@@ -104,40 +163,24 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         for k, v in parts.items()
     }
     local = {k: v.long() if k in ("groups", "responses", "pairs") else v for k, v in local.items()}
-    if accelerator.num_processes > 1:
-        local = {k: accelerator.gather(accelerator.pad_across_processes(v, pad_index=-1)) for k, v in local.items()}
-    return first_copies({k: v.cpu() for k, v in local.items()})
+    return arranged(gather_once(accelerator, local, LINKED))
 
 
 def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """`gather_rewards`'s result from the gathered columns (rows of index or copy -1 are padding): for each split
     index the copy of the lowest tag, in split order."""
-    groups = parts["groups"][parts["groups"][:, 0] >= 0]
-    groups = groups[torch.argsort(groups[:, 3], stable=True)]
-    groups = groups[torch.argsort(groups[:, 0], stable=True)]  # by index, each index's copies in tag order
-    first = torch.ones(len(groups), dtype=torch.bool)
-    first[1:] = groups[1:, 0] != groups[:-1, 0]
-    groups = groups[first]
-    # Kept copies' tags, sorted, with an end mark above every tag so that a lookup past the last stays in range.
-    tags, row_of_tag = torch.sort(groups[:, 3])
-    tags = torch.cat([tags, torch.full((1,), torch.iinfo(torch.long).max)])
-    row_of_tag = torch.cat([row_of_tag, torch.zeros(1, dtype=torch.long)])
+    return arranged(keep_once(parts, LINKED))
 
-    def rows(copy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The group (row) of each copy tag that is a kept copy, and the mask of those."""
-        at = torch.searchsorted(tags, copy.contiguous())
-        kept = tags[at] == copy
-        return row_of_tag[at][kept], kept
 
-    responses, reward = parts["responses"], parts["reward"]
-    row, kept = rows(responses[:, 0])
-    responses, reward = torch.cat([row[:, None], responses[kept, 1:]], 1), reward[kept]
+def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`gather_rewards`'s columns from the copies `keep_once` kept: responses by group, then slot; comparisons by
+    group, in the batch's order, with their two rewards."""
+    groups, responses, reward = kept["groups"], kept["responses"], kept["reward"]
     order = torch.argsort(responses[:, 1], stable=True)
     order = order[torch.argsort(responses[order, 0], stable=True)]  # by group, then slot
     responses, reward = responses[order], reward[order]
-    attributes = {k: parts[k][kept][order] for k in ("attribute_outputs", "attribute_scores") if k in parts}
-    row, kept = rows(parts["pairs"][:, 0])
-    pairs = torch.cat([row[:, None], parts["pairs"][kept, 1:]], 1)
+    attributes = {k: kept[k][order] for k in ("attribute_outputs", "attribute_scores") if k in kept}
+    pairs = kept["pairs"]
     by_group = torch.argsort(pairs[:, 0], stable=True)
     pairs = pairs[by_group]
     # Where each group's responses start: a comparison's rewards are at start + slot.
@@ -145,7 +188,7 @@ def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     start = torch.cat([torch.zeros(1, dtype=torch.long), start[:-1]])
     tie = pairs[:, 3].bool()
     better, worse = reward[start[pairs[:, 0]] + pairs[:, 1]], reward[start[pairs[:, 0]] + pairs[:, 2]]
-    target = parts["pair_target"][kept][by_group][~tie] if "pair_target" in parts else torch.empty(0)
+    target = kept["pair_target"][by_group][~tie] if "pair_target" in kept else torch.empty(0)
     soft = {"target": target} if target.isfinite().any() else {}  # only where a pair has a soft label
     return {
         "index": groups[:, 0],

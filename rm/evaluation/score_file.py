@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
+from rm.collate.token_budget import count_batches, scoring_order
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
@@ -39,9 +40,8 @@ from rm.evaluation.record_texts import GROUP_KEY, ScoreText, output_fields, text
 from rm.model.pretrained import model_attributes
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
-from rm.tokens.store import same_ids
 from rm.tokens.tokenizer import special_prefix
-from rm.tokens.truncation import Truncated, prompt_room, truncate_group
+from rm.tokens.truncation import Fit, fit_group
 from rm.tokens.turn_search import fitting_turns, longest_token
 
 
@@ -96,34 +96,16 @@ def _truncated(
     prefix: list[int],
     longest: int | None,
 ) -> list[ScoreSeq]:
-    """One prompt's responses, fitted together; each on its own where one of them cannot fit even alone. Only the
-    later turn the rule keeps is tokenized (`rm.tokens.turn_search`: not every later turn, which a prompt of
-    thousands of turns made quadratic)."""
+    """One prompt's responses, fitted by the rule's `Fit.KEEP_END`: together, or each on its own where one of them
+    cannot fit even alone. Only the later turn the rule keeps is tokenized (`rm.tokens.turn_search`: not every
+    later turn, which a prompt of thousands of turns made quadratic)."""
     p, *rs = ids([prompt, *responses])
 
-    def fit(group: list[list[int]]) -> Truncated:
-        room = prompt_room(group, max_length, prefix)  # the search's room is the one truncate_group computes
+    def shorter(room: int) -> list[list[int]]:
+        return fitting_turns(prompt, turn_starts, room, longest, ids)
 
-        def shorter() -> list[list[int]]:
-            return fitting_turns(prompt, turn_starts, room, longest, ids)
-
-        return truncate_group(p, group, max_length, prefix, shorter, keep_response_end=True)
-
-    fitted = [fit(rs)]
-    if fitted[0].dropped:  # only a group of several is dropped: a lone response keeps its end
-        fitted = [fit([r]) for r in rs]
-    return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted for r in f.response_ids]
-
-
-def _order_key(s: ScoreSeq) -> tuple[int, list[int], int]:
-    """Prompt length, prompt ids, response length: ids as a list, since tuples of arrays do not compare."""
-    prompt = s.prompt_ids if isinstance(s.prompt_ids, list) else [int(t) for t in s.prompt_ids]
-    return len(prompt), prompt, len(s.response_ids)
-
-
-def scoring_order(seqs: list[ScoreSeq]) -> list[int]:
-    """Indices of `seqs` by prompt (length, then ids) and response length: what `batches` cuts."""
-    return sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
+    fitted = fit_group(p, rs, max_length, prefix, shorter, Fit.KEEP_END)
+    return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted.parts for r in f.response_ids]
 
 
 def score_seqs(
@@ -142,39 +124,16 @@ def score_outputs(
 
     Batches are cut after sorting by prompt (length, then ids) and response length: each batch pads to
     similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
-    (`batches` keeps them in one batch, so the prompt is computed once).
+    (`rm.collate.token_budget.count_batches` keeps them in one batch, so the prompt is computed once).
     """
     order = scoring_order(seqs)
     out: list[list[float]] = [[0.0]] * len(seqs)
-    for idx in batches(seqs, order, batch_size):
+    for idx in count_batches(seqs, order, batch_size):
         batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}
         rows = layout.rewards(model, batch)  # [n] or [n, 1 + A]
         for i, r in zip(idx, (rows if rows.dim() == 2 else rows[:, None]).tolist(), strict=True):
             out[i] = r
     return out
-
-
-def batches(seqs: list[ScoreSeq], order: list[int], batch_size: int) -> list[list[int]]:
-    """`order` cut into batches of at most `batch_size` sequences, never inside a run of one prompt's group
-    responses that fits a batch: a cut there would compute the prompt twice. A run longer than a batch fills
-    batches in turn. Texts and pairs are cut every `batch_size` as they always were (the same batches, the
-    same rewards to the last bit)."""
-    runs: list[list[int]] = []
-    for i in order:
-        last = seqs[runs[-1][-1]] if runs else None
-        if last is not None and last.group and seqs[i].group and same_ids(last.prompt_ids, seqs[i].prompt_ids):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    out: list[list[int]] = [[]]
-    for run in runs:
-        if out[-1] and len(out[-1]) + len(run) > batch_size >= len(run):
-            out.append([])
-        for i in run:
-            if len(out[-1]) == batch_size:
-                out.append([])
-            out[-1].append(i)
-    return [b for b in out if b]
 
 
 def score_file(

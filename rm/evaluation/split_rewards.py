@@ -36,7 +36,7 @@ def score_split(
     with it) and its eval plan, each process running its share of the very micro-batches one process would
     (`EvalBatches`; the loader is not prepared, since accelerate's sharding is a second plan), so a response's
     reward comes from the same tensors under any number of processes. A process short of a micro-batch in
-    the last round scores a group again; gathering keeps one copy per group index.
+    the last round scores a group again, a filler whose rewards gathering drops (rm/evaluation/gather.py).
     """
     layout = choose_layout(model, "auto", pad)[0] if isinstance(model, RewardModel) else "padded"
     collate = SharedCollator(pad) if layout == "shared" else PaddedCollator(pad)

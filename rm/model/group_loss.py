@@ -6,7 +6,12 @@ group of 2 and a group of 64 go through the same code, and a pair is a group of 
 
 - Bradley-Terry over every strictly ordered pair of a group, each pair weighted `pair_weights` (the same
   total weight per group, as InstructGPT trained all C(K,2) comparisons of a prompt as one element,
-  arXiv 2203.02155 section 3.5; or the same weight per pair).
+  arXiv 2203.02155 section 3.5; or the same weight per pair). For plain pairs, `bradley_terry_loss` takes
+  the two reward vectors: P(chosen > rejected) = sigmoid(r_chosen - r_rejected) (Bradley & Terry, 1952;
+  Ouyang et al., 2022), with two optional terms: a per-pair margin m inside the sigmoid, which asks for a
+  larger gap where annotators were more certain (Touvron et al., 2023, Llama 2, section 3.2.2); and reward
+  centring, coef * mean((r_c + r_r)^2), which keeps rewards near zero without changing which response wins
+  (Eisenstein et al., 2023, "Helping or Herding?").
 - Davidson's tie model (Davidson, 1970, JASA 65:317): with pi = exp(r) and d = r_a - r_b,
       P(a > b) = pi_a / (pi_a + pi_b + nu sqrt(pi_a pi_b)) = e^(d/2) / (e^(d/2) + e^(-d/2) + nu)
       P(a = b) = nu sqrt(pi_a pi_b) / (...)              = nu / (e^(d/2) + e^(-d/2) + nu)
@@ -58,6 +63,27 @@ def pairwise_loss(
         diff = diff - margin
     per_pair = -F.logsigmoid(diff)
     return (per_pair if weight is None else per_pair * weight).sum()
+
+
+def bradley_terry_loss(
+    chosen: torch.Tensor,
+    rejected: torch.Tensor,
+    margin: torch.Tensor | None = None,
+    center_rewards_coef: float = 0.0,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Mean (or, with `reduction="sum"`, summed) loss over the pairs: chosen, rejected and margin are [pairs].
+
+    Training sums: a micro-batch's sum divided by the pairs of its whole optimizer step weighs every pair
+    alike however the pairs fall on micro-batches and processes (rm/collate/shard.py).
+    """
+    diff = chosen - rejected
+    if margin is not None:
+        diff = diff - margin
+    per_pair = -F.logsigmoid(diff)
+    if center_rewards_coef:
+        per_pair = per_pair + center_rewards_coef * (chosen + rejected) ** 2
+    return per_pair.sum() if reduction == "sum" else per_pair.mean()
 
 
 def soft_bradley_terry(d: torch.Tensor, p: torch.Tensor) -> torch.Tensor:

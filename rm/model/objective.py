@@ -4,7 +4,7 @@ The loop sums each micro-batch's loss and divides by the weight of the whole ste
 (rm/collate/shard.py: `step_pairs`), so the update is the same whatever the processes and accumulation steps.
 The weight unit is what `loss.group_weighting` makes equal: a group (its comparisons share a weight of 1, as
 InstructGPT trained a prompt's C(K,2) comparisons as one element) or a comparison. For pairs both units are
-one pair, and the loss is exactly the Bradley-Terry loss of rm/model/loss.py, term for term.
+one pair, and the loss is exactly rm/model/group_loss.py:bradley_terry_loss, term for term.
 
 Davidson's tie weight nu, when learned, is a parameter of the reward model (`RewardModel.tie_nu`): trained by
 the same optimizer, saved in its checkpoints, and written into the export's config.json as `rm_davidson_nu`.
@@ -105,8 +105,8 @@ def preference_loss(
             soft = soft_bradley_terry(diff, target.nan_to_num().to(r.dtype)) * w
             loss = loss + soft[~target.isnan()].sum()
         return loss + ((center * w).sum() if center is not None else 0.0), weight
-    # Bradley-Terry, summed as rm/model/loss.py sums it (the centring term added per pair before the sum), so a
-    # batch of pairs gives its loss bit for bit.
+    # Bradley-Terry, summed as rm/model/group_loss.py:bradley_terry_loss sums it (the centring term added per pair
+    # before the sum), so a batch of pairs gives its loss bit for bit.
     per_pair = -F.logsigmoid(diff)
     if target is not None:
         per_pair = torch.where(target.isnan(), per_pair, soft_bradley_terry(diff, target.nan_to_num().to(r.dtype)))

@@ -5,7 +5,8 @@ modeling file for plain transformers; rm loads them with its own identical class
 `rm score` and `rm eval` never need `--trust-remote-code` for them.
 
 Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
-training does; other architectures (BERT, DeBERTa…) pool the sequence themselves (`PooledLogits`).
+training does; models whose classifier is not one linear layer (RoBERTa…) pool the sequence themselves
+(`PooledLogits`); both in rm/model/reward.py, whose `reward_module` chooses.
 
 A model with several outputs is read one way: output 0 is the reward, outputs 1.. are attributes
 named by `id2label` (`attribute_names`). rm's exports with `model.head.attributes` are written so
@@ -23,7 +24,6 @@ from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     PretrainedConfig,
-    PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
@@ -34,7 +34,7 @@ from rm.data.hub_reach import hub_advice, hub_offline, unreachable
 from rm.errors import ModelError
 from rm.model.architecture import own_class
 from rm.model.build import DTYPES
-from rm.model.reward import RewardModel, score_head, transformers_model
+from rm.model.reward import reward_module, transformers_model
 from rm.model.threads import set_threads
 from rm.tokens.tokenizer import load_tokenizer
 
@@ -67,20 +67,6 @@ def check_outputs(name: str, config: PretrainedConfig) -> None:
             "%s has %d outputs and output 0 is %r, not 'reward': rm reads output 0 as the reward and outputs 1.. "
             "as attributes %s", name, config.num_labels, first, attribute_names(config),
         )  # fmt: skip
-
-
-class PooledLogits(nn.Module):
-    """Models without a decoder `score` head (BERT, DeBERTa...) pool the sequence themselves; their
-    logits are the reward. Same call as `RewardModel`: (input_ids, attention_mask) -> [rows] fp32, or with
-    several outputs [rows, 1 + A] (column 0 the reward), as `RewardModel` returns them."""
-
-    def __init__(self, hf: PreTrainedModel):
-        super().__init__()
-        self.hf = hf
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        logits = self.hf(input_ids=input_ids, attention_mask=attention_mask).logits
-        return (logits[:, 0] if logits.shape[-1] == 1 else logits).float()
 
 
 def load_reward_model(
@@ -116,12 +102,7 @@ def load_reward_model(
             raise
         why = why_not_loaded(name_or_path, e)
         raise ModelError(f"{name_or_path}: cannot load a sequence-classification model ({why})") from None
-    try:
-        score_head(hf)
-        model: nn.Module = RewardModel(hf)
-    except TypeError:
-        model = PooledLogits(hf)
-    return model.eval().to(device), tokenizer
+    return reward_module(hf).eval().to(device), tokenizer
 
 
 def why_not_loaded(name: str, error: BaseException) -> str:

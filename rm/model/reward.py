@@ -6,6 +6,17 @@ weights under the architecture's own names, nothing renamed. The forward
 pass, though, is rm's own: it runs the backbone, picks each row's last attended position from the
 attention mask (transformers' own head searches for `pad_token_id`, which is wrong when pad == eos),
 and applies the score head to those positions only.
+
+Every reward forward of rm lives in rm/model/, one per batch layout, so that training, `rm eval`, `rm score`,
+`rm serve` and `rm.load(...).score` read a reward the same way:
+- padded rows (one text a row) and shared rows (a group's prompt once, then its responses, under a packing
+  mask): `RewardModel.forward`, the forward training runs;
+- cached prompt (runs of responses to one prompt, each response on its prompt's keys and values):
+  rm/model/cached_prompt.py:PrefixScoring, exact where attention is plain causal (`prefix_support` checks);
+- pooled (a classifier that is not one linear layer, e.g. RoBERTa's dense + out_proj on its first token: the
+  model pools the sequence itself): `PooledLogits`.
+`reward_module` picks between `RewardModel` and `PooledLogits` for a loaded model; tests/meta/
+test_reward_forwards.py fails if a module outside rm/model/ runs a backbone or the score head itself.
 """
 
 from __future__ import annotations
@@ -122,6 +133,30 @@ class RewardModel(nn.Module):
                 mask = mask & masks.position_mask(position_ids, rule)
             built[kind] = mask if impl == "sdpa" else masks.additive_mask(mask, hf.dtype)
         return built[None] if None in built else built
+
+
+class PooledLogits(nn.Module):
+    """Models whose classifier is not one linear layer (RoBERTa's dense + out_proj…) pool the sequence themselves;
+    their logits are the reward. Same call as `RewardModel`: (input_ids, attention_mask) -> [rows] fp32, or with
+    several outputs [rows, 1 + A] (column 0 the reward), as `RewardModel` returns them."""
+
+    def __init__(self, hf: PreTrainedModel):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = self.hf(input_ids=input_ids, attention_mask=attention_mask).logits
+        return (logits[:, 0] if logits.shape[-1] == 1 else logits).float()
+
+
+def reward_module(hf: nn.Module) -> RewardModel | PooledLogits:
+    """The forward that reads a loaded model's rewards: `RewardModel` (the reward at the last attended token, as
+    training reads it) where its `score` or `classifier` is one linear layer, else `PooledLogits` (the model's own
+    pooling)."""
+    try:
+        return RewardModel(hf)
+    except TypeError:  # no linear score head (`score_head`): RoBERTa's classification head…
+        return PooledLogits(hf)
 
 
 def mixed_reward(out: torch.Tensor, mix: tuple[float, ...] | None) -> torch.Tensor:

@@ -27,8 +27,8 @@ from rm.errors import ConfigError
 from rm.export.folder import merged
 from rm.export.restore import load_model, refuse_diverged_export, resolve_source, run_tokenizer
 from rm.model.build import DTYPES, check_positions
-from rm.model.pretrained import PooledLogits, default_max_length, load_reward_model, model_attributes
-from rm.model.reward import RewardModel, score_head
+from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
+from rm.model.reward import reward_module
 from rm.model.threads import set_threads
 
 log = logging.getLogger("rm.scoring")
@@ -139,11 +139,7 @@ def restored(
     tokenizer = run_tokenizer(source.cfg, source.run_dir)
     hf, _ = merged(load_model(source, tokenizer))
     hf = hf.to(DTYPES[dtype])
-    try:
-        score_head(hf)
-        model: nn.Module = RewardModel(hf)
-    except TypeError:
-        model = PooledLogits(hf)
+    model = reward_module(hf)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     log.info("%s %s from its weights %s (no export/ there)", purpose, path, source.weights)

@@ -49,44 +49,71 @@ def build_app(
 ) -> Starlette:
     """The application for one server process holding `scorer`; `key` None serves without authentication.
     `on_fatal` is called (from the dying thread) when the model or preparation thread dies: the server stops."""
-    stopping = (lambda _error: on_fatal()) if on_fatal is not None else None
-    batcher = Batcher(
-        scorer.forward,
-        scorer.layout_name == "shared",
-        cfg.max_batch_tokens,
-        cfg.max_wait_ms,
-        max(scorer.max_length, MAX_ROW),
-        cached=scorer.groups is not None,
-        on_fatal=stopping,
+    routes = Routes(scorer, cfg, worker, on_fatal)
+    posts = [Route(f"/{r}", routes.endpoint(r), methods=["POST"]) for r in ("score", "score_groups", "get_reward")]
+    gets = [Route("/health", routes.health, methods=["GET"]), Route("/info", routes.info, methods=["GET"])]
+    app = Starlette(
+        routes=[*posts, *gets], lifespan=routes.lifespan, exception_handlers={HTTPException: routes.http_error}
     )
-    preparer = Preparer(on_fatal=stopping)
-    headers = {"x-rm-worker": str(worker)}
-    drained: list[str] = []  # requests still unanswered when SIGTERM's drain ran out
+    app.state.batcher = routes.batcher  # tests read how requests were coalesced
+    app.state.preparer = routes.preparer
+    app.add_middleware(KeyCheck, key=key)
+    app.add_middleware(HostCheck, cfg=cfg)  # added last, runs first: a wrong Host learns nothing, not even 401
+    return app
 
-    def reply(content: dict, status: int = 200) -> JSONResponse:
-        return JSONResponse(content, status, headers=headers)
 
-    async def scored(route: str, body: bytes, request_id: str) -> dict:
-        prepared = await preparer.run(preparing(route, body, scorer, cfg.max_texts, cfg.on_too_long))
-        raw = prepared.answers(await batcher.score(request_id, prepared.jobs))
-        return answer(route, prepared, raw, scorer, request_id)
+class Routes:
+    """What the routes of one server process share: its scorer, its two threads (preparation, model) and the
+    requests SIGTERM's drain cut off."""
 
-    async def post(request: Request, route: str) -> JSONResponse:
-        request_id = uuid.uuid4().hex[:12]
+    def __init__(self, scorer: Scorer, cfg: ServeConfig, worker: int, on_fatal: Callable[[], None] | None):
+        stopping = (lambda _error: on_fatal()) if on_fatal is not None else None
+        self.scorer, self.cfg = scorer, cfg
+        self.batcher = Batcher(
+            scorer.forward,
+            scorer.layout_name == "shared",
+            cfg.max_batch_tokens,
+            cfg.max_wait_ms,
+            max(scorer.max_length, MAX_ROW),
+            cached=scorer.groups is not None,
+            on_fatal=stopping,
+        )
+        self.preparer = Preparer(on_fatal=stopping)
+        self.headers = {"x-rm-worker": str(worker)}
+        self.drained: list[str] = []  # requests still unanswered when SIGTERM's drain ran out
+
+    def reply(self, content: dict, status: int = 200) -> JSONResponse:
+        return JSONResponse(content, status, headers=self.headers)
+
+    def endpoint(self, route: str) -> Callable[[Request], Awaitable[JSONResponse]]:
+        async def handle(request: Request) -> JSONResponse:
+            return await self.post(request, route)
+
+        return handle
+
+    async def scored(self, route: str, body: bytes, request_id: str) -> dict:
+        """The one recipe of every POST route: prepare (check, render, tokenize), score in batches, answer."""
+        cfg = self.cfg
+        prepared = await self.preparer.run(preparing(route, body, self.scorer, cfg.max_texts, cfg.on_too_long))
+        raw = prepared.answers(await self.batcher.score(request_id, prepared.jobs))
+        return answer(route, prepared, raw, self.scorer, request_id)
+
+    async def post(self, request: Request, route: str) -> JSONResponse:
+        request_id, cfg, reply = uuid.uuid4().hex[:12], self.cfg, self.reply
         try:
             body = await read_body(request, cfg.max_body_bytes, cfg.read_timeout)
-            result = await unless_gone(request.receive, scored(route, body, request_id))
+            result = await unless_gone(request.receive, self.scored(route, body, request_id))
         except RequestError as e:
             return reply({"error": e.message}, e.status)
         except ClientDisconnect:  # gone before its body arrived: nobody reads this answer
             return reply({"error": "the client disconnected while sending the body"}, 400)
         except (ModelStopped, PreparerStopped):
-            return reply({"error": f"the server is stopping: {dead()}", "request_id": request_id}, 503)
+            return reply({"error": f"the server is stopping: {self.dead()}", "request_id": request_id}, 503)
         except ModelFailed:
             message = f"the model failed on this request's batch (request {request_id}; see the server log)"
             return reply({"error": message, "request_id": request_id}, 500)
         except asyncio.CancelledError:  # SIGTERM's drain ran out (uvicorn cancels): an answer, not a traceback
-            drained.append(request_id)
+            self.drained.append(request_id)
             message = f"the server stopped before this request was answered (--drain-seconds {cfg.drain_seconds:g})"
             return reply({"error": message, "request_id": request_id}, 503)
         except Exception as e:  # noqa: BLE001 - a bug answers 500 with an id to find its traceback by
@@ -96,20 +123,21 @@ def build_app(
             return reply({"error": "the client disconnected before its answer"}, 400)
         return reply(result)
 
-    def dead() -> str:
+    def dead(self) -> str:
         """What killed a thread this server needs, or "" while both run."""
-        for name, error in (("model", batcher.died), ("preparation", preparer.died)):
+        for name, error in (("model", self.batcher.died), ("preparation", self.preparer.died)):
             if error is not None:
                 return f"its {name} thread died ({type(error).__name__}: {error})"
         return ""
 
-    async def health(request: Request) -> JSONResponse:
-        if dead():
-            return reply({"error": f"the server is stopping: {dead()}"}, 503)
-        return reply({"status": "ok"})
+    async def health(self, request: Request) -> JSONResponse:
+        if self.dead():
+            return self.reply({"error": f"the server is stopping: {self.dead()}"}, 503)
+        return self.reply({"status": "ok"})
 
-    async def info(request: Request) -> JSONResponse:
-        return reply(
+    async def info(self, request: Request) -> JSONResponse:
+        scorer, cfg, batcher = self.scorer, self.cfg, self.batcher
+        return self.reply(
             {
                 "model": cfg.model,
                 "max_length": scorer.max_length,
@@ -129,43 +157,25 @@ def build_app(
             }
         )
 
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def http_error(self, request: Request, exc: Exception) -> JSONResponse:
         status = getattr(exc, "status_code", 500)
-        return reply({"error": str(getattr(exc, "detail", "error"))}, status)
+        return self.reply({"error": str(getattr(exc, "detail", "error"))}, status)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        batcher.start()
-        preparer.start()
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.batcher.start()
+        self.preparer.start()
         try:
             yield
         finally:  # after uvicorn has answered every request in flight: what is queued is theirs, or dropped
-            if drained:
+            if self.drained:
                 log.warning(
                     "%d request(s) still in flight when --drain-seconds %g ran out were answered 503",
-                    len(drained),
-                    cfg.drain_seconds,
+                    len(self.drained),
+                    self.cfg.drain_seconds,
                 )
-            preparer.stop()
-            batcher.stop()
-
-    def endpoint(route: str):
-        async def handle(request: Request) -> JSONResponse:
-            return await post(request, route)
-
-        return handle
-
-    routes = [
-        *(Route(f"/{r}", endpoint(r), methods=["POST"]) for r in ("score", "score_groups", "get_reward")),
-        Route("/health", health, methods=["GET"]),
-        Route("/info", info, methods=["GET"]),
-    ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
-    app.state.batcher = batcher  # tests read how requests were coalesced
-    app.state.preparer = preparer
-    app.add_middleware(KeyCheck, key=key)
-    app.add_middleware(HostCheck, cfg=cfg)  # added last, runs first: a wrong Host learns nothing, not even 401
-    return app
+            self.preparer.stop()
+            self.batcher.stop()
 
 
 async def read_body(request: Request, limit: int, timeout: float) -> bytes:

@@ -1,7 +1,8 @@
 """How queued requests become batches: each request's items cut into parts that fit the token budget, and parts
 cut into batches longest first (rm/serve/batcher.py runs them). A group's responses stay in one part, so its
 prompt is computed once; the shared layout packs parts into rows first-fit, a group on a cached prompt
-(rm/serve/prefix_cache.py) costs its tokens."""
+(rm/model/cached_prompt.py) costs its tokens. The packer and the fill-within-budget loop are training's
+(rm/collate/token_budget.py), so a batch counts the rows the collator lays out."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rm.collate.scoring import ScoreSeq
+from rm.collate.token_budget import Rows, fill
 from rm.tokens.store import same_ids
 
 Output = float | list[float]
@@ -56,7 +58,7 @@ class Part:
     seqs: list[ScoreSeq]
     shared: bool
     cached: bool = False
-    """Responses to one prompt scored on its cached keys and values (rm/serve/prefix_cache.py): they cost their
+    """Responses to one prompt scored on its cached keys and values (rm/model/cached_prompt.py): they cost their
     tokens, the prompt once, and take no packed row."""
 
     @property
@@ -103,36 +105,39 @@ class Fill:
     """A batch being filled, longest part first, and its token slots: packed rows first-fit (as the shared layout
     packs them) times the first part's width, or one padded row per sequence as wide as the first's longest."""
 
-    def __init__(self, first: Part):
-        self.parts, self.width = [first], first.width
-        self.room = [] if first.cached else [0]  # free tokens per packed row
-        self.seqs = 0 if first.cached else len(first.seqs)
-        self.cached = first.width if first.cached else 0  # tokens of groups on a cached prompt
+    def __init__(self) -> None:
+        self.first: Part | None = None
+        """Sets the width of every row and the layout (parts come longest first: the width holds)."""
+        self.rows = Rows(0)
+        """Packed rows (shared layout), as wide as the first part; a part on a cached prompt takes none."""
+        self.seqs = 0
+        """Padded rows: one a sequence."""
+        self.cached = 0
+        """Tokens of groups on a cached prompt."""
 
     def slots(self) -> int:
-        return (len(self.room) if self.parts[0].shared else self.seqs) * self.width + self.cached
+        if self.first is None:
+            return 0
+        return (self.rows.count if self.first.shared else self.seqs) * self.first.width + self.cached
 
-    def add(self, part: Part, budget: int) -> bool:
-        """Take `part` if the batch stays within `budget` slots (parts come longest first: the width holds)."""
+    def cost_with(self, part: Part) -> int:
+        """Its slots with `part` too."""
+        width = part.width if self.first is None else self.first.width
         if part.cached:
-            if self.slots() + part.width > budget:
-                return False
+            return self.slots() + part.width
+        if part.shared:
+            return self.slots() + (0 if self.rows.fits(part.width) else width)
+        return self.slots() + len(part.seqs) * width
+
+    def add(self, part: Part) -> None:
+        if self.first is None:
+            self.first, self.rows = part, Rows(part.width)
+        if part.cached:
             self.cached += part.width
         elif part.shared:
-            need = part.width
-            row = next((r for r, free in enumerate(self.room) if free >= need), None)
-            if row is None and self.slots() + self.width > budget:
-                return False
-            if row is None:
-                self.room.append(self.width - need)
-            else:
-                self.room[row] -= need
+            self.rows.add(part.width)
         else:
-            if self.slots() + len(part.seqs) * self.width > budget:
-                return False
             self.seqs += len(part.seqs)
-        self.parts.append(part)
-        return True
 
 
 def plan(jobs: list[Job], budget: int, shared: bool, max_row: int, cached: bool = False) -> list[list[Part]]:
@@ -149,9 +154,4 @@ def parts_of(jobs: list[Job], budget: int, shared: bool, max_row: int, cached: b
 
 def cut(parts: list[Part], budget: int) -> list[list[Part]]:
     """`parts` in batches within `budget`, longest first."""
-    parts = sorted(parts, key=lambda p: -p.width)
-    batches: list[Fill] = []
-    for part in parts:
-        if not batches or not batches[-1].add(part, budget):
-            batches.append(Fill(part))
-    return [b.parts for b in batches]
+    return fill(sorted(parts, key=lambda p: -p.width), budget, Fill)

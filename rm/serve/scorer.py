@@ -20,10 +20,10 @@ from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
 from rm.evaluation.record_texts import ScoreText
 from rm.evaluation.score_file import default_layout, encode_texts
+from rm.model.cached_prompt import PrefixScoring, prefix_support
 from rm.model.pretrained import model_attributes
 from rm.scoring.inference import Loaded, load, normalization
 from rm.serve.batch_plan import Output
-from rm.serve.prefix_cache import PrefixScoring, prefix_support
 from rm.tokens.tokenizer import special_prefix
 
 log = logging.getLogger("rm.serve")
@@ -43,7 +43,7 @@ class Scorer:
     """{"mean", "std"} applied to every reward (--normalize), or None for raw rewards."""
     groups: PrefixScoring | None = None
     """Where the model allows it, how runs of responses to one prompt are scored: on the prompt's cached keys and
-    values (rm/serve/prefix_cache.py); None: in the shared (or padded) layout like single texts."""
+    values (rm/model/cached_prompt.py); None: in the shared (or padded) layout like single texts."""
     weights: str = ""
     """Which weights of a run rebuilt from a checkpoint are served ("step 16 of 400: the run has not finished", as
     `rm export` says it); '' for an export, whose model card says it."""

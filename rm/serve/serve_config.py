@@ -63,7 +63,7 @@ class ServeConfig:
     """torch CPU threads per worker (0: the usable cores divided among the workers)"""
     prefix_cache: bool = option(True, "--no-prefix-cache")
     """score a group's responses on its prompt's cached keys and values where the model allows it
-    (rm/serve/prefix_cache.py); off (--no-prefix-cache): in the shared layout's packed rows"""
+    (rm/model/cached_prompt.py); off (--no-prefix-cache): in the shared layout's packed rows"""
     auth: bool = option(True, "--no-auth")
     """require an API key on a non-loopback --host; off (--no-auth): serve it open (warns)"""
     access_log: bool = option(False)

@@ -1,14 +1,16 @@
 """Every response of every suite item scored exactly once, on one process or several.
 
 Each item's distinct responses are fitted into `max_length` together with their prompt by rm's one rule
-(`rm/tokens/truncation.py`, through `rm.evaluation.score_file.encode_texts`): a prompt that does not fit loses
-its oldest turns, then its oldest tokens; a response too long even alone keeps its last tokens (where the
-reward is read). So a long text is cut and counted, never dropped: dropping a response would change a best-of-4
-result. The texts are then sorted and batched as `rm score` batches them (`score_file.batches`: one prompt's
-responses stay in one batch, so a shared-prefix layout computes the prompt once for all of them), and the
-batches are dealt round-robin to the processes. Every process runs the same number of forwards (one short of a
-batch scores the first batch again, and drops it), so a prepared DDP or FSDP model is called alike everywhere;
-one gather at the end puts every reward in place on every process.
+(`rm/tokens/truncation.py`, through `rm.evaluation.score_file.encode_texts`): a prompt that does not fit loses its
+oldest turns, then its oldest tokens; a response too long even alone keeps its last tokens (where the reward is
+read). So a long text is cut and counted, never dropped: dropping a response would change a best-of-4 result. The
+texts are then sorted and batched as `rm score` batches them (`rm.collate.token_budget.count_batches`: one prompt's
+responses stay in one batch, so a shared-prefix layout computes the prompt once for all of them), and the batches
+are dealt to the processes in plan order, W at a time, by rm/collate/shard.py's `deal_rounds` (as training's eval
+deals its plan). Every process runs the same number of forwards (one short of a batch scores the first batch again,
+and drops it), so a prepared DDP or FSDP model is called alike everywhere; one gather at the end
+(rm/evaluation/gather.py's `gather_once`, each sequence a group of one response) puts every reward in place on every
+process.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from rm.collate.scoring import Layout, ScoreSeq
+from rm.collate.shard import deal_rounds
+from rm.collate.token_budget import count_batches, scoring_order
 from rm.errors import DataError, RecordError
+from rm.evaluation.gather import copy_tags, gather_once
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText
-from rm.evaluation.score_file import batches, encode_texts, scoring_order
+from rm.evaluation.score_file import encode_texts
 from rm.suites.records import SuiteItem
 from rm.tokens.tokenizer import special_prefix
 
@@ -71,28 +76,32 @@ def score_all(
     model: torch.nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, accelerator: Accelerator
 ) -> np.ndarray:
     """Rewards [len(seqs)] (float64) in the order given, on every process; the model's mode is restored."""
-    plan = batches(seqs, scoring_order(seqs), batch_size)
-    rank, world = accelerator.process_index, accelerator.num_processes
-    rounds = -(-len(plan) // world)
-    local = torch.zeros(len(seqs), dtype=torch.float64)
+    plan = count_batches(seqs, scoring_order(seqs), batch_size)
+    mine, real = deal_rounds(plan, accelerator.process_index, accelerator.num_processes, plan[0] if plan else [])
+    device, seen = accelerator.device, 0
+    parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": []}
     was_training = model.training
     model.eval()
     quiet = not accelerator.is_main_process or len(plan) < 2
     interval = 0.1 if sys.stderr.isatty() else 10.0
     try:
-        for k in tqdm(range(rounds), "suite", leave=False, unit="batches", disable=quiet, mininterval=interval):
-            b = k * world + rank
-            idx = plan[b] if b < len(plan) else plan[0]
-            batch = {n: v.to(accelerator.device) for n, v in layout.collate([seqs[i] for i in idx]).items()}
-            rewards = layout.rewards(model, batch).detach().double().cpu()
-            if b < len(plan):
-                local[idx] = rewards
+        for k, idx in enumerate(tqdm(mine, "suite", leave=False, unit="batches", disable=quiet, mininterval=interval)):
+            batch = {n: v.to(device) for n, v in layout.collate([seqs[i] for i in idx]).items()}
+            rewards = layout.rewards(model, batch).detach().double()
+            if k < real:  # a filler's rewards are dropped: its batch is scored, and kept, on another process
+                copy = copy_tags(accelerator, seen, len(idx), device)
+                seen += len(idx)
+                parts["groups"].append(torch.stack([torch.tensor(idx, device=device), copy], 1))
+                parts["responses"].append(copy[:, None])
+                parts["reward"].append(rewards)
     finally:
         model.train(was_training)
-    if world == 1:
-        return local.numpy()
-    gathered = accelerator.gather(local[None].to(accelerator.device)).cpu()  # [world, seqs]
-    owner = torch.zeros(len(seqs), dtype=torch.long)
-    for b, idx in enumerate(plan):
-        owner[idx] = b % world
-    return gathered[owner, torch.arange(len(seqs))].numpy()
+    empty = {"groups": torch.empty((0, 2), dtype=torch.long), "responses": torch.empty((0, 1), dtype=torch.long)}
+    local = {k: torch.cat(v) if v else empty.get(k, torch.empty(0, dtype=torch.float64)) for k, v in parts.items()}
+    kept = gather_once(accelerator, {k: v.to(device) for k, v in local.items()}, {"responses": ("reward",)})
+    # Each sequence exactly once (indices 0..n-1), or a suite's numbers would be wrong.
+    if not torch.equal(kept["groups"][:, 0], torch.arange(len(seqs))) or len(kept["reward"]) != len(seqs):
+        raise RuntimeError(f"gathered {len(kept['reward'])} rewards for {len(seqs)} sequences")
+    out = torch.empty(len(seqs), dtype=torch.float64)
+    out[kept["responses"][:, 0]] = kept["reward"]  # a response's unit row is its sequence: the units are 0..n-1
+    return out.numpy()

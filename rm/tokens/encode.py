@@ -29,7 +29,7 @@ from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
 from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
-from rm.tokens.truncation import needs_later_turns, prompt_room, truncate_group
+from rm.tokens.truncation import Fit, fit_group, search_room
 from rm.tokens.turn_search import TurnSearch, longest_token, search
 
 log = logging.getLogger("rm")
@@ -90,41 +90,35 @@ def later_turn_ids(
     chunk: list[Example], encoded: list[list[int]], starts: list[int], many: Callable[[list[str]], list],
     max_length: int, prefix: list[int], longest: int | None,
 ) -> dict[int, list[list[int]]]:  # fmt: skip
-    """What `truncate_group` reads of the later turns of every prompt in `chunk` that must lose turns, by position:
-    the ids of the one the rule keeps (`rm.tokens.turn_search`), the prompts' probes batched, one tokenizer call a
+    """What `fit_group` reads of the later turns of every prompt in `chunk` that must lose turns, by position: the
+    ids of the one the rule keeps (`rm.tokens.turn_search`), the prompts' probes batched, one tokenizer call a
     round rather than one per prompt (718 of 20,000 real HH prompts at max_length 512)."""
     searches = {}
     for k in range(len(chunk)):
-        kept = kept_responses(encoded, starts, k, max_length, prefix)
-        if needs_later_turns(encoded[starts[k]], kept, max_length, prefix):
-            room = prompt_room(kept, max_length, prefix)
+        room = search_room(encoded[starts[k]], encoded[starts[k] + 1 : starts[k + 1]], max_length, prefix)
+        if room is not None:
             searches[k] = TurnSearch(chunk[k].prompt, chunk[k].turn_starts, room, longest)
     search(list(searches.values()), many)
     return {k: s.result or [] for k, s in searches.items()}
 
 
-def kept_responses(encoded: list[list[int]], starts: list[int], k: int, max_length: int, prefix: list[int]) -> list:
-    """Item k's responses that leave room for at least one prompt token (a pair keeps both or is dropped)."""
-    responses = encoded[starts[k] + 1 : starts[k + 1]]
-    return [r for r in responses if len(prefix) + len(r) < max_length] or responses
-
-
 def fitted_group(
     item: Example, prompt: list[int], responses: list[list[int]], max_length: int, prefix: list[int],
-    shorter: Callable[[], list], report: EncodeReport,
+    shorter: Callable[[int], list], report: EncodeReport,
 ) -> tuple[list[int], list[list[int]], list[int]] | None:  # fmt: skip
-    """(prompt ids, responses kept, their positions in the item), or None when the group is dropped: a response
-    with no room left for a prompt token leaves its group (counted), and a group with no comparison left goes."""
-    room = [len(prefix) + len(r) < max_length or (len(prefix) + len(r) == max_length and not prompt) for r in responses]
-    keep = [k for k, fits in enumerate(room) if fits]
-    if len(keep) < len(responses):
-        if not comparisons_among(item, keep):
-            return None
-        report.responses_dropped += len(responses) - len(keep)
-    cut = truncate_group(prompt, [responses[k] for k in keep], max_length, prefix, shorter)
-    report.prompt_truncated += cut.prompt_truncated
-    report.prompt_cut_inside_turn += cut.cut_inside_turn
-    return None if cut.dropped else (cut.prompt_ids, cut.response_ids, keep)
+    """(prompt ids, responses kept, their positions in the item), or None when the group is dropped (`Fit.DROP`:
+    a response with no room left for a prompt token leaves its group, counted, and a group with no comparison
+    left goes)."""
+    fit = fit_group(
+        prompt, responses, max_length, prefix, shorter, Fit.DROP, lambda keep: comparisons_among(item, keep)
+    )
+    if fit.dropped:
+        return None
+    report.responses_dropped += fit.responses_dropped
+    report.prompt_truncated += fit.prompt_truncated
+    report.prompt_cut_inside_turn += fit.cut_inside_turn
+    (part,) = fit.parts
+    return part.prompt_ids, part.response_ids, fit.kept
 
 
 def comparisons_among(item: Example, keep: list[int]) -> bool:
@@ -186,7 +180,7 @@ def encode_kept(
         for k, item in enumerate(chunk):
             prompt, responses = encoded[starts[k]], encoded[starts[k] + 1 : starts[k + 1]]
             report.pair_tokens.append(len(prefix) + len(prompt) + max(len(r) for r in responses))
-            fit = fitted_group(item, prompt, responses, max_length, prefix, lambda k=k, s=shorter: s[k], report)
+            fit = fitted_group(item, prompt, responses, max_length, prefix, lambda _, k=k, s=shorter: s[k], report)
             if fit is None:
                 report.too_long.append(item.origin or item.prompt[:40])
                 continue

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import random_pairs, tiny_model
-from rm.collate.pack import PackedCollator, SharedCollator, plan_rows
+from rm.collate.pack import PackedCollator, SharedCollator
 from rm.errors import ConfigError
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import bradley_terry_loss
 from rm.model.masks import dense_mask
 from rm.model.reward import RewardModel, pair_rewards
 from rm.tokens.store import EncodedGroup
@@ -61,19 +61,6 @@ def test_mask_rule_on_one_pair():
         [1, 1, 0, 1, 0],
         [1, 1, 0, 1, 1],
     ]
-
-
-def test_plan_rows_first_fit_decreasing():
-    assert plan_rows([5, 3, 4, 2, 1], 6) == [[0, 1], [2, 3], [4]] or plan_rows([5, 3, 4, 2, 1], 6) == [
-        [0, 4],
-        [2, 3],
-        [1],
-    ]
-    rows = plan_rows([5, 3, 4, 2, 1], 6)
-    assert sorted(i for r in rows for i in r) == [0, 1, 2, 3, 4]
-    assert all(sum([5, 3, 4, 2, 1][i] for i in r) <= 6 for r in rows)
-    with pytest.raises(ValueError, match="cannot fit"):
-        plan_rows([7], 6)
 
 
 def separate_rewards(model, pairs):

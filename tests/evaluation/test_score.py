@@ -346,7 +346,7 @@ def test_a_group_is_one_segment_in_one_batch_and_long_groups_fit_by_the_one_rule
     were). A group whose prompt is too long loses its leading turns as a pair's does (rm/tokens/truncation.py):
     each reward equals the last turn and that response scored alone, and the record says it was truncated."""
     from rm.collate.scoring import PackedScoring
-    from rm.evaluation.score_file import batches
+    from rm.collate.token_budget import count_batches as batches
 
     seen = []
 

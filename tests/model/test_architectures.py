@@ -22,7 +22,7 @@ from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator, pad_rows, response_order
 from rm.config import ModelConfig, RandomInitConfig, RunConfig
 from rm.model.build import build_model
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import bradley_terry_loss
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, group_rewards, pair_rewards
 from rm.tokens.store import EncodedGroup

@@ -25,7 +25,7 @@ from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.config.schema import LossConfig
 from rm.evaluation.summary import summarize
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import bradley_terry_loss
 from rm.model.objective import preference_loss
 from rm.model.reward import RewardModel, group_rewards
 

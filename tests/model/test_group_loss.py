@@ -5,8 +5,14 @@ import math
 import pytest
 import torch
 
-from rm.model.group_loss import davidson_loss, learned_nu, pair_weights, pairwise_loss, plackett_luce_loss
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import (
+    bradley_terry_loss,
+    davidson_loss,
+    learned_nu,
+    pair_weights,
+    pairwise_loss,
+    plackett_luce_loss,
+)
 
 
 def bt(d):

@@ -17,8 +17,8 @@ from rm.data.load import load_pairs
 from rm.errors import ConfigError
 from rm.export.folder import export_run
 from rm.model.build import build_model
+from rm.model.group_loss import bradley_terry_loss
 from rm.model.lora import add_lora, backbone_linear_names, qlora_unavailable, require_qlora
-from rm.model.loss import bradley_terry_loss
 from rm.model.reward import RewardModel, pair_rewards
 from rm.training.accelerator import mixed_precision
 from rm.training.run import main

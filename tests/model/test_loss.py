@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import bradley_terry_loss
 
 
 def test_loss_matches_hand_computation():

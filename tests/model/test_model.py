@@ -52,6 +52,27 @@ def test_reward_is_read_at_the_last_real_token_even_when_pad_equals_eos(tokenize
         assert abs(single_reward(model, short[:-1]) - expected) > 1e-4
 
 
+def test_reward_module_reads_decoders_at_the_last_token_and_other_heads_by_their_own_pooling(tokenizer):
+    """One choice for every loader (rm/model/reward.py:reward_module): a decoder's linear `score` head gets
+    `RewardModel`; a head that pools the sequence itself (RoBERTa's dense + out_proj on <s>) gets `PooledLogits`,
+    whose rewards are that model's own logits."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    from rm.model.reward import PooledLogits, reward_module
+
+    assert type(reward_module(tiny_model(tokenizer))) is RewardModel
+    shape = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, num_labels=1)
+    torch.manual_seed(0)
+    roberta = RobertaForSequenceClassification(RobertaConfig(vocab_size=len(tokenizer), **shape)).eval()
+    model = reward_module(roberta)
+    assert type(model) is PooledLogits
+    ids = torch.randint(5, len(tokenizer), (2, 6))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    with torch.no_grad():
+        got, want = model(input_ids=ids, attention_mask=mask), roberta(input_ids=ids, attention_mask=mask).logits
+    assert got.dtype == torch.float32 and torch.equal(got, want[:, 0].float())
+
+
 def test_models_without_a_score_head_are_refused(tokenizer):
     class Encoder(torch.nn.Module):
         base_model = None

@@ -10,7 +10,7 @@ from rm.collate.padded import PaddedCollator
 from rm.config import LoraConfig, ModelConfig, RandomInitConfig, load_config
 from rm.errors import ConfigError, ModelError
 from rm.model.build import build_model
-from rm.model.loss import bradley_terry_loss
+from rm.model.group_loss import bradley_terry_loss
 from rm.model.reward import RewardModel, pair_rewards
 
 GRANITE = RandomInitConfig(

@@ -113,7 +113,7 @@ def test_plan_keeps_to_the_budget_longest_first_and_groups_whole():
 
 
 def batch_slots(batch: list[Part]) -> int:
-    from rm.collate.pack import plan_rows
+    from rm.collate.token_budget import plan_rows
 
     lengths = [p.width for p in batch]
     return len(plan_rows(lengths, max(lengths))) * max(lengths)

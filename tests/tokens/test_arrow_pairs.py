@@ -10,7 +10,7 @@ from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches, shared_cost
 from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
 from rm.collate.shard import EvalBatches
-from rm.evaluation.score_file import _order_key
+from rm.collate.token_budget import order_key as _order_key
 from rm.tokens.store import EncodedGroup, EncodedSplit
 
 

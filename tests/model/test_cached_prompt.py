@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from rm.collate.budget import chunks
 from rm.collate.scoring import PaddedLayout, ScoreSeq, prompt_runs
+from rm.collate.token_budget import chunks
+from rm.model.cached_prompt import prefix_support
 from rm.model.reward import RewardModel
-from rm.serve.prefix_cache import prefix_support
 
 
 def random_seqs(vocab: int, seed: int) -> list[ScoreSeq]:

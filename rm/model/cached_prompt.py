@@ -9,8 +9,10 @@ row, and rows are padded to the widest group of the batch. Here a batch runs in 
    (zero columns masked out where its prompt is shorter than the chunk's longest), at positions that continue
    its prompt's.
 So attention costs P² + Σ R·(P + R) instead of (P + ΣR)², and padding stays
-within `rm.collate.budget.SLACK` of the tokens.
-Measured on rm serve's load benchmark (README): the reason /score_groups reaches its token ceiling.
+within `rm.collate.token_budget.SLACK` of the tokens.
+Measured on rm serve's load benchmark (README): the reason /score_groups reaches its token ceiling. It is
+the cached-prompt one of rm's reward forwards (rm/model/reward.py lists them all, one per layout); rm serve
+(rm/serve/scorer.py) uses it for runs of responses to one prompt.
 
 This is exact only where attention is plain causal attention over positions: every layer full attention (no
 sliding window, no chunks, no attention temperature by column), and the backbone takes a 4D mask, position ids
@@ -27,8 +29,8 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from rm.collate.budget import chunks
 from rm.collate.scoring import PackedScoring, ScoreSeq, prompt_runs
+from rm.collate.token_budget import chunks
 from rm.model.masks import AttentionRule, additive_mask, attention_rules, column_limit
 from rm.model.reward import RewardModel, mixed_reward, score_head, transformers_model
 
@@ -40,7 +42,8 @@ def cache_argument(cls: type) -> str:
 
 
 class PrefixScoring:
-    """Rewards of a batch whose sequences come in runs sharing a prompt, in the two steps of the module doc."""
+    """Rewards of a batch whose sequences come in runs sharing a prompt, in the two steps of the module doc: the
+    backbone and the score head of `RewardModel`, run on a prompt's cache instead of a packed row."""
 
     def __init__(self, model: RewardModel, device: torch.device):
         self.model = model
