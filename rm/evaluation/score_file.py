@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -166,17 +166,13 @@ def score_file(
     output that is the input, or that exists (unless `overwrite`), is refused up front.
     """
     check_output(Path(input_path), Path(output_path), overwrite)
-    layout = layout or default_layout(model, tokenizer.pad_token_id)
-    attributes = model_attributes(model)  # [] for a one-output model: nothing new in the output
-    window = window or 16 * batch_size
-    device = next(model.parameters()).device
-    prefix = special_prefix(tokenizer)
-    # message lists: the model's chat template where it has one, as training; string prompts by its text rule
-    renderer = Renderer(tokenizer, version=text_version)
-    counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
-    nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
     report = DataReport(on_bad_record, repair_always=True)
+    job = RecordScoring(
+        model, tokenizer, layout or default_layout(model, tokenizer.pad_token_id),
+        # message lists: the model's chat template where it has one, as training; string prompts by its text rule
+        Renderer(tokenizer, version=text_version), report, field, max_length, batch_size,
+    )  # fmt: skip
     records = read_file(Path(input_path), report)
     bar = tqdm(
         total=count_records(Path(input_path)), desc="score", unit="rec", disable=not progress, dynamic_ncols=True
@@ -186,40 +182,8 @@ def score_file(
     opener = gzip.open if final.name.endswith(".gz") else open  # by the final name: .partial is appended
     try:
         with opener(partial, "wt", encoding="utf-8", newline="") as out:
-            while True:
-                skipped_before = len(report.skipped)
-                chunk = list(islice(records, window))  # the next `window` (origin, record)
-                bar.update(len(report.skipped) - skipped_before)  # records the reader left out (bad JSON…) count too
-                if not chunk:
-                    break
-                seqs, keys, kept, origins = [], [], [], []
-                for origin, record in chunk:
-                    try:
-                        parts = texts_of(record, origin, field, renderer, report)
-                        encoded = encode_texts(tokenizer, parts, max_length, prefix)
-                    except RecordError as e:
-                        report.reject(origin, e)  # raises in error mode
-                        continue
-                    kept.append(record)
-                    origins.append(origin)
-                    keys.append([t.key for t in parts])
-                    seqs += encoded
-                rows = iter(zip(score_outputs(model, seqs, layout, batch_size, device), seqs, strict=True))
-                for record, names, origin in zip(kept, keys, origins, strict=True):
-                    scored = [next(rows) for _ in names]
-                    # JSON has no NaN or Infinity: null, and a reward so counted with its record
-                    values = [[v if math.isfinite(v) else None for v in r] for r, _ in scored]
-                    bad = sum(v[0] is None for v in values)
-                    if bad:
-                        counts["rewards_nonfinite"] = counts.get("rewards_nonfinite", 0) + bad
-                        nonfinite.append(origin)
-                    record.update(output_fields(names, values, attributes))
-                    if any(seq.truncated for _, seq in scored):
-                        record["truncated"] = True
-                        counts["records_truncated"] += 1
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                counts["records"] += len(kept)
-                counts["texts"] += len(seqs)
+            for chunk in windows(records, window or 16 * batch_size, report, bar):
+                out.writelines(job.lines(chunk))
                 bar.update(len(chunk))
     except BaseException:  # a bad record, Ctrl-C, out of memory: no half-written file is left behind
         partial.unlink(missing_ok=True)
@@ -227,12 +191,82 @@ def score_file(
     finally:
         bar.close()
     partial.replace(final)
-    if report.skipped:
-        counts["skipped"] = report.skipped_counts()
-        counts["skipped_origins"] = [b.origin for b in report.skipped]
-    if nonfinite:
-        counts["nonfinite_origins"] = nonfinite
-    return counts
+    return job.summary()
+
+
+def windows(
+    records: Iterator[tuple[str, dict]], size: int, report: DataReport, bar: tqdm
+) -> Iterator[list[tuple[str, dict]]]:
+    """The records `size` at a time, (origin, record) each; the records the reader left out (bad JSON…) move the
+    bar too."""
+    while True:
+        skipped_before = len(report.skipped)
+        chunk = list(islice(records, size))
+        bar.update(len(report.skipped) - skipped_before)
+        if not chunk:
+            return
+        yield chunk
+
+
+class RecordScoring:
+    """One window of records at a time: their texts, fitted and scored, back as output lines; the counts add up.
+
+    Each output record is the input record plus its reward fields (`output_fields`) and `"truncated": true` where a
+    text lost turns or tokens; a NaN or infinite output is null (JSON has neither), counted with its record."""
+
+    def __init__(
+        self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, layout: Layout, renderer: Renderer,
+        report: DataReport, field: str, max_length: int, batch_size: int,
+    ):  # fmt: skip
+        self.model, self.tokenizer, self.layout, self.renderer = model, tokenizer, layout, renderer
+        self.report, self.field, self.max_length, self.batch_size = report, field, max_length, batch_size
+        self.attributes = model_attributes(model)  # [] for a one-output model: nothing new in the output
+        self.device = next(model.parameters()).device
+        self.prefix = special_prefix(tokenizer)
+        self.counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
+        self.nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
+
+    def lines(self, chunk: list[tuple[str, dict]]) -> list[str]:
+        seqs, keys, kept, origins = [], [], [], []
+        for origin, record in chunk:
+            try:
+                parts = texts_of(record, origin, self.field, self.renderer, self.report)
+                encoded = encode_texts(self.tokenizer, parts, self.max_length, self.prefix)
+            except RecordError as e:
+                self.report.reject(origin, e)  # raises in error mode
+                continue
+            kept.append(record)
+            origins.append(origin)
+            keys.append([t.key for t in parts])
+            seqs += encoded
+        outputs = score_outputs(self.model, seqs, self.layout, self.batch_size, self.device)
+        rows = iter(zip(outputs, seqs, strict=True))
+        out = []
+        for record, names, origin in zip(kept, keys, origins, strict=True):
+            scored = [next(rows) for _ in names]
+            values = [[v if math.isfinite(v) else None for v in r] for r, _ in scored]
+            bad = sum(v[0] is None for v in values)
+            if bad:
+                self.counts["rewards_nonfinite"] = self.counts.get("rewards_nonfinite", 0) + bad
+                self.nonfinite.append(origin)
+            record.update(output_fields(names, values, self.attributes))
+            if any(seq.truncated for _, seq in scored):
+                record["truncated"] = True
+                self.counts["records_truncated"] += 1
+            out.append(json.dumps(record, ensure_ascii=False) + "\n")
+        self.counts["records"] += len(kept)
+        self.counts["texts"] += len(seqs)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """The counts `score_file` returns: records, texts, truncated, skipped (by reason, with origins), non-finite."""
+        counts = dict(self.counts)
+        if self.report.skipped:
+            counts["skipped"] = self.report.skipped_counts()
+            counts["skipped_origins"] = [b.origin for b in self.report.skipped]
+        if self.nonfinite:
+            counts["nonfinite_origins"] = self.nonfinite
+        return counts
 
 
 def check_output(input_path: Path, output_path: Path, overwrite: bool) -> None:
