@@ -106,21 +106,20 @@ class Filling(Protocol[T]):
 def fill(items: Iterable[T], budget: int, start: Callable[[], Filling[T]]) -> list[list[T]]:
     """`items` in order, in batches: a batch takes the next item while its cost stays within `budget`, else the
     item starts the next batch (an item alone always makes a batch, however large)."""
-    out: list[list[T]] = []
+    out: list[list[T]] = [[]]
     filling = start()
     for item in items:
-        if out and filling.cost_with(item) > budget:
+        if out[-1] and filling.cost_with(item) > budget:
             out.append([])
             filling = start()
-        elif not out:
-            out.append([])
         out[-1].append(item)
         filling.add(item)
-    return out
+    return out if out[-1] else []  # no items: no batch
 
 
 class Seq(Protocol):
-    """A text to score as `rm.collate.scoring.ScoreSeq` holds it (that module sits above this one's importers)."""
+    """A text to score as `rm.collate.scoring.ScoreSeq` holds it (not imported: scoring.py imports pack.py, which
+    imports this module)."""
 
     prompt_ids: TokenIds
     response_ids: TokenIds

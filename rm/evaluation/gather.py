@@ -166,12 +166,6 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     return arranged(gather_once(accelerator, local, LINKED))
 
 
-def first_copies(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`gather_rewards`'s result from the gathered columns (rows of index or copy -1 are padding): for each split
-    index the copy of the lowest tag, in split order."""
-    return arranged(keep_once(parts, LINKED))
-
-
 def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """`gather_rewards`'s columns from the copies `keep_once` kept: responses by group, then slot; comparisons by
     group, in the batch's order, with their two rewards."""

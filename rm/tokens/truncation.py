@@ -184,8 +184,8 @@ def truncate_group(
 ) -> Truncated:
     """Rules 1 to 4 for one prompt and responses that share it, fitted together; `fit_group` is what callers use.
     `shorter_prompts()` gives what a `Shorter` gives for this group's room; it is called only when the prompt does
-    not fit. Under
-    `keep_response_end` (`Fit.KEEP_END`) a lone response too long keeps its end; a group of several is dropped."""
+    not fit. Under `keep_response_end` (`Fit.KEEP_END`) a lone response too long keeps its end; a group of several
+    is dropped."""
     room = prompt_room(response_ids, max_length, prefix)
     if room < 0 or (room == 0 and len(prompt_ids) and not keep_response_end):  # no token of the prompt would stay
         if not keep_response_end or len(response_ids) != 1:

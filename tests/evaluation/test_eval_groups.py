@@ -103,10 +103,10 @@ def test_gather_keeps_one_copy_of_each_group_with_its_responses_and_comparisons(
     assert diffs == [d for k in range(4) for d in DIFFS[k]]
 
 
-def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_comparisons():
+def test_the_gather_keeps_the_first_process_copy_with_its_own_responses_and_comparisons():
     """Gathered columns of two processes, as `gather_rewards` pads and concatenates them: process 1 scored group 1
     again (a filler), with other rewards; process 0's copy is kept, and the filler's responses and pairs go."""
-    from rm.evaluation.gather import COPY, first_copies
+    from rm.evaluation.gather import COPY, LINKED, arranged, keep_once
 
     c = COPY  # process 1's first copy tag
     parts = {  # groups: index, subset, prompt, copy; responses: copy, slot, rank; pairs: copy, a, b, tie
@@ -122,7 +122,7 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
     parts["attribute_scores"] = torch.stack([-parts["reward"], torch.full_like(parts["reward"], float("nan"))], 1)
     # Soft labels travel with their comparisons (loss.strength=soft): the filler's 0.1 goes with it.
     parts["pair_target"] = torch.tensor([0.7, 0.8, float("nan"), 0.1, -1.0])
-    g = first_copies(parts)
+    g = arranged(keep_once(parts, LINKED))
     assert g["index"].tolist() == [0, 1, 2] and g["prompt"].tolist() == [7, 8, 9]
     assert g["reward"].tolist() == [1, 2, 3, 4, 5, 6] and g["slot"].tolist() == [0, 1] * 3
     assert g["attribute_outputs"].tolist() == [[10 * r, 100 * r] for r in range(1, 7)]
@@ -133,7 +133,7 @@ def test_first_copies_keep_the_first_process_copy_with_its_own_responses_and_com
     assert (g["chosen"].tolist(), g["rejected"].tolist()) == ([1, 3], [2, 4])
     assert g["target"].tolist() == pytest.approx([0.7, 0.8])
     del parts["pair_target"]
-    assert "target" not in first_copies(parts)  # no soft labels: the columns of today
+    assert "target" not in arranged(keep_once(parts, LINKED))  # no soft labels: the columns of today
 
 
 def test_group_metrics_by_hand_through_evaluate():
