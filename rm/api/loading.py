@@ -3,15 +3,14 @@
 
 `source` is what `rm serve` takes: an export folder, a run directory (its export, or its newest checkpoint rebuilt
 as `rm export` rebuilds it), one of its checkpoints, or a Hub id; it is loaded by the one loader every command
-scores through (rm/scoring/inference.py). `score` encodes each record with `rm score`'s functions (`texts_of`,
-`encode_texts`, `score_outputs`: the same text, the same fitting into max_length, the same batch layout), so its
-rewards are the ones `rm score` writes for the same records. `evaluate` is `rm eval` (`evaluate_model`) on the
+scores through (rm/scoring/inference.py). `score` is `rm score`'s own job on a list (`RecordScoring`: the same text,
+the same fitting into max_length, the same batch layout), so its rewards are the ones `rm score` writes for the same
+records. `evaluate` is `rm eval` (`evaluate_model`) on the
 loaded model's folder.
 """
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,10 +22,9 @@ from rm.config import load_config
 from rm.config.atomic import write_text
 from rm.config.exportdir import ExportDir
 from rm.data.data_report import DataReport
-from rm.errors import ModelError, RecordError
+from rm.errors import ModelError
 from rm.evaluation.eval_report import EvalOptions, evaluate_model
-from rm.evaluation.record_texts import output_fields, texts_of
-from rm.evaluation.score_file import encode_texts, score_outputs
+from rm.evaluation.score_file import RecordScoring
 from rm.scoring import inference
 from rm.serve.scorer import Scorer, scorer_of
 
@@ -63,26 +61,17 @@ class LoadedModel:
         one = isinstance(data, str | dict)
         items = [data] if one else list(data)
         s = self.scorer
-        report = DataReport(repair_always=True)
-        seqs, keys = [], []
-        for i, item in enumerate(items):
-            record = {"text": item} if isinstance(item, str) else item
-            origin = "input" if one else f"input[{i}]"
-            try:
-                parts = texts_of(dict(record) if isinstance(record, dict) else record, origin, "", s.renderer, report)
-                seqs.append(encode_texts(s.tokenizer, parts, s.max_length, s.prefix))
-            except RecordError as e:
-                report.reject(origin, e)  # raises DataError: a caller's list has no record to skip quietly
-            keys.append([t.key for t in parts])
-        flat = [seq for group in seqs for seq in group]
-        rows = iter(score_outputs(s.model, flat, s.layout, batch_size, s.device))
-        out: list[Scored] = []
-        for item, names, group in zip(items, keys, seqs, strict=True):
-            values = [[v if math.isfinite(v) else None for v in next(rows)] for _ in names]
-            fields = output_fields(names, values, s.attributes)
-            if any(seq.truncated for seq in group):
-                fields["truncated"] = True
-            out.append(fields["reward"] if isinstance(item, str) else fields)
+        # rm score's own job: a bad record raises DataError (error mode): a caller's list has no record to skip
+        job = RecordScoring(
+            s.model, s.tokenizer, s.layout, s.renderer, DataReport(repair_always=True), "", s.max_length, batch_size
+        )
+        records = [
+            ("input" if one else f"input[{i}]", {"text": item} if isinstance(item, str) else dict(item))
+            for i, item in enumerate(items)
+        ]
+        out = [
+            f["reward"] if isinstance(item, str) else f for item, (_, f) in zip(items, job.scored(records), strict=True)
+        ]
         return out[0] if one else out
 
     def evaluate(

@@ -1,12 +1,16 @@
-"""Batch layouts for scoring single texts: each text a `ScoreSeq`, a `Layout` turns a list of them into a batch.
+"""Batches for scoring: training's unit, `EncodedGroup` (one prompt and its responses), with a text a group of one.
 
-`PaddedLayout` (each sequence its own right-padded row) works with every model; `PackedScoring` packs
-consecutive sequences whose `prompt_ids` are equal into one group, so the prompt is computed once (a
-pair's chosen and rejected come out adjacent when `rm.evaluation.score_file.score_seqs` sorts them).
+`batches` plans them: groups whose prompt ids are equal are scored as one (`by_prompt`: four rows of one HelpSteer2
+prompt, a pair's chosen and rejected, G completions sent flat compute that prompt once), sorted and cut by
+rm/collate/token_budget.py's `count_batches`. A `Layout` turns a batch's groups into tensors and the tensors into one
+output row per response: `PaddedLayout` (each response its own right-padded row, as `PaddedCollator` lays out
+pairs) works with every model; `PackedScoring` packs each group `[prompt | response 1 | …]` into rows, as training's
+packed layout does (`rm.collate.pack.pack`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,47 +19,78 @@ from torch import nn
 
 from rm.collate.pack import pack
 from rm.collate.padded import pad_rows
-from rm.tokens.store import TokenIds, join_ids, same_ids
+from rm.collate.token_budget import count_batches, scoring_order
+from rm.tokens.store import EncodedGroup, TokenIds, join_ids
+
+
+def scored(prompt_ids: TokenIds, response_ids: Sequence[TokenIds], truncated: bool = False) -> EncodedGroup:
+    """A group to score, not to train on: no order among its responses (every rank 0), no subset."""
+    return EncodedGroup(prompt_ids, list(response_ids), [0] * len(response_ids), 0, truncated=truncated)
+
+
+def part(group: EncodedGroup, start: int, end: int) -> EncodedGroup:
+    """Responses [start, end) of `group` on its prompt: what a batch holds of a group larger than the batch."""
+    return scored(group.prompt_ids, group.response_ids[start:end], group.truncated)
+
+
+def tokens(group: EncodedGroup) -> int:
+    """Its prompt once and every response: the tokens of its segment in a packed row."""
+    return len(group.prompt_ids) + sum(len(r) for r in group.response_ids)
+
+
+def responses(groups: Sequence[EncodedGroup]) -> int:
+    return sum(len(g.response_ids) for g in groups)
+
+
+def by_prompt(groups: Sequence[EncodedGroup]) -> list[tuple[EncodedGroup, list[int]]]:
+    """Groups with equal prompt ids merged into one (first appearance first, responses in order), each with the
+    flat index of its responses among all of `groups`' responses. Each response still attends to its prompt and
+    itself only, so its reward is the one it gets alone."""
+    runs: dict[tuple[int, ...], tuple[TokenIds, list[TokenIds], list[int]]] = {}
+    flat = 0
+    for g in groups:
+        _, ids, rows = runs.setdefault(tuple(int(t) for t in g.prompt_ids), (g.prompt_ids, [], []))
+        ids += g.response_ids
+        rows += range(flat, flat + len(g.response_ids))
+        flat += len(g.response_ids)
+    return [(scored(prompt, ids), rows) for prompt, ids, rows in runs.values()]
 
 
 @dataclass
-class ScoreSeq:
-    """One text to score, tokenized as prompt and response (the reward is read at the response's end)."""
+class Batch:
+    """One forward's groups (whole, or the part of one that a batch could hold) and where their rewards go."""
 
-    prompt_ids: TokenIds
-    response_ids: TokenIds
-    truncated: bool = False
-    """True when the text was cut to fit `max_length` (rm/tokens/truncation.py: oldest prompt turns first)."""
-    group: bool = False
-    """One of a K-response record's responses: a batch is not cut inside its prompt's run of them."""
-
-    def __len__(self) -> int:
-        return len(self.prompt_ids) + len(self.response_ids)
+    groups: list[EncodedGroup]
+    rows: list[int]
+    """Per response of `groups`, in order: its flat index among the planned groups' responses."""
 
 
-def prompt_runs(seqs: list[ScoreSeq]) -> list[list[int]]:
-    """Indices of consecutive sequences with the same prompt ids: the runs a layout computes the prompt of once."""
-    members: list[list[int]] = []
-    for i, s in enumerate(seqs):
-        if members and same_ids(seqs[members[-1][0]].prompt_ids, s.prompt_ids):
-            members[-1].append(i)
-        else:
-            members.append([i])
-    return members
+def batches(groups: Sequence[EncodedGroup], batch_size: int) -> list[Batch]:
+    """`groups` in batches of at most `batch_size` responses: equal prompts merged (`by_prompt`), sorted by prompt
+    and length so that each batch pads little, a merged group's responses shortest first, never cut where it fits
+    a batch (a cut computes its prompt twice)."""
+    runs = []
+    for group, rows in by_prompt(groups):
+        order = sorted(range(len(rows)), key=lambda k: len(group.response_ids[k]))
+        runs.append((scored(group.prompt_ids, [group.response_ids[k] for k in order]), [rows[k] for k in order]))
+    plan = count_batches([len(rows) for _, rows in runs], scoring_order([g for g, _ in runs]), batch_size)
+    return [
+        Batch([part(runs[g][0], s, e) for g, s, e in b], [i for g, s, e in b for i in runs[g][1][s:e]]) for b in plan
+    ]
 
 
 class Layout(Protocol):
-    """How sequences become a batch, and a batch becomes rewards: [len(seqs)] in the order given."""
+    """How groups become a batch, and a batch becomes outputs: one row per response, group after group."""
 
-    def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]: ...
+    def collate(self, groups: list[EncodedGroup]) -> dict[str, torch.Tensor]: ...
 
     def rewards(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
 
 class PaddedLayout:
-    """Each sequence its own row, right-padded, as `rm.collate.padded.PaddedCollator` lays out pairs.
+    """Each response its own row after its prompt, right-padded, as `rm.collate.padded.PaddedCollator` lays out pairs.
 
-    Two sequences, pad id 0, prompts [5, 6] and [7], responses [8] and [9, 10, 11]:
+    Two groups, pad id 0, prompts [5, 6] and [7], responses [8] and [9, 10, 11]:
         input_ids      = [[5, 6, 8, 0], [7, 9, 10, 11]]
         attention_mask = [[1, 1, 1, 0], [1, 1, 1, 1]]
     """
@@ -63,33 +98,24 @@ class PaddedLayout:
     def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
 
-    def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
-        return pad_rows([join_ids(s.prompt_ids, s.response_ids) for s in seqs], self.pad_token_id)
+    def collate(self, groups: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        return pad_rows([join_ids(g.prompt_ids, r) for g in groups for r in g.response_ids], self.pad_token_id)
 
     def rewards(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
 
 
 class PackedScoring:
-    """The scoring layout (a `Layout`): sequences that share a prompt share one copy of it.
-
-    Consecutive sequences with identical prompt ids form a group `[prompt | response 1 | response 2 …]`
-    (the order `rm.evaluation.score_file.score_seqs` sorts them in puts them side by side); groups are packed into
-    rows like pairs. Each response sees the prompt and itself, so every reward equals a forward of
-    that sequence alone.
-    """
+    """The shared-prompt layout (a `Layout`): each group one segment `[prompt | response 1 | response 2 …]`, groups
+    packed into rows first-fit like training's. Each response sees its prompt and itself, so every reward equals a
+    forward of that text alone."""
 
     def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
 
-    def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
-        members = prompt_runs(seqs)
-        groups = [(seqs[m[0]].prompt_ids, [seqs[i].response_ids for i in m]) for m in members]
-        tensors, ends = pack(groups, self.pad_token_id)
-        reward_index = torch.empty(len(seqs), dtype=torch.long)
-        for m, e in zip(members, ends, strict=True):
-            reward_index[m] = torch.tensor(e)
-        return {**tensors, "reward_index": reward_index}
+    def collate(self, groups: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        tensors, ends = pack([(g.prompt_ids, g.response_ids) for g in groups], self.pad_token_id)
+        return {**tensors, "reward_index": torch.tensor([e for group in ends for e in group], dtype=torch.long)}
 
     def rewards(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch)

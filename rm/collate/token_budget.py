@@ -5,9 +5,8 @@ Who calls what:
   windows sorted widest first; the shared and packed layouts' rows counted by `Rows` (`planner.shared_cost`,
   `planner.SharedFill`). `rm eval` plans with the same class, a fixed count of pairs in order.
 - the packed collators' rows (`rm.collate.pack.pack`, training, `rm eval`, `rm score`): `plan_rows`.
-- `rm score`, `rm redteam`, the suites and `rm.load(...).score` (a fixed count of sequences,
-  `rm.evaluation.score_file`): `scoring_order`, then `count_batches`, which never cuts one prompt's run of group
-  responses that fits a batch.
+- `rm score`, `rm redteam`, the suites and `rm.load(...).score` (a fixed count of responses,
+  `rm.collate.scoring.batches`): `scoring_order`, then `count_batches`, which never cuts a group that fits a batch.
 - `rm serve`'s batcher (`rm.serve.batch_plan.cut`, continuous batching within a token budget): `fill`, with
   `batch_plan.Fill`, whose shared-layout rows are `Rows`.
 - the cached-prompt forward (`rm.model.cached_prompt`, `rm serve`): `chunks`, length chunks within a padding slack.
@@ -22,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from rm.tokens.store import TokenIds, same_ids
+from rm.tokens.store import EncodedGroup
 
 T = TypeVar("T")
 
@@ -117,45 +116,35 @@ def fill(items: Iterable[T], budget: int, start: Callable[[], Filling[T]]) -> li
     return out if out[-1] else []  # no items: no batch
 
 
-class Seq(Protocol):
-    """A text to score as `rm.collate.scoring.ScoreSeq` holds it (not imported: scoring.py imports pack.py, which
-    imports this module)."""
-
-    prompt_ids: TokenIds
-    response_ids: TokenIds
-    group: bool
+def order_key(g: EncodedGroup) -> tuple[int, list[int], int]:
+    """Prompt length, prompt ids, longest response: ids as a list, since tuples of arrays do not compare."""
+    prompt = g.prompt_ids if isinstance(g.prompt_ids, list) else [int(t) for t in g.prompt_ids]
+    return len(prompt), prompt, max((len(r) for r in g.response_ids), default=0)
 
 
-def order_key(s: Seq) -> tuple[int, list[int], int]:
-    """Prompt length, prompt ids, response length: ids as a list, since tuples of arrays do not compare."""
-    prompt = s.prompt_ids if isinstance(s.prompt_ids, list) else [int(t) for t in s.prompt_ids]
-    return len(prompt), prompt, len(s.response_ids)
+def scoring_order(groups: Sequence[EncodedGroup]) -> list[int]:
+    """Indices of `groups` by prompt (length, then ids) and longest response: what `count_batches` cuts. Each batch
+    then pads to similar lengths."""
+    return sorted(range(len(groups)), key=lambda i: order_key(groups[i]))
 
 
-def scoring_order(seqs: Sequence[Seq]) -> list[int]:
-    """Indices of `seqs` by prompt (length, then ids) and response length: what `count_batches` cuts. Each batch
-    then pads to similar lengths, and one prompt's sequences sit side by side for a shared-prefix layout."""
-    return sorted(range(len(seqs)), key=lambda i: order_key(seqs[i]))
-
-
-def count_batches(seqs: Sequence[Seq], order: list[int], batch_size: int) -> list[list[int]]:
-    """`order` cut into batches of at most `batch_size` sequences, never inside a run of one prompt's group
-    responses that fits a batch: a cut there would compute the prompt twice. A run longer than a batch fills
-    batches in turn. Texts and pairs are cut every `batch_size` as they always were (the same batches, the
-    same rewards to the last bit)."""
-    runs: list[list[int]] = []
-    for i in order:
-        last = seqs[runs[-1][-1]] if runs else None
-        if last is not None and last.group and seqs[i].group and same_ids(last.prompt_ids, seqs[i].prompt_ids):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    out: list[list[int]] = [[]]
-    for run in runs:
-        if out[-1] and len(out[-1]) + len(run) > batch_size >= len(run):
+def count_batches(sizes: Sequence[int], order: list[int], batch_size: int) -> list[list[tuple[int, int, int]]]:
+    """Groups of `sizes[g]` responses taken in `order`, cut into batches of at most `batch_size` responses: pieces
+    (group, start, end), responses [start, end) of the group. A group that fits a batch is never cut (a cut
+    computes its prompt twice); a larger one fills batches in turn."""
+    out: list[list[tuple[int, int, int]]] = [[]]
+    used = 0
+    for g in order:
+        if used and used + sizes[g] > batch_size >= sizes[g]:
             out.append([])
-        for i in run:
-            if len(out[-1]) == batch_size:
+            used = 0
+        start = 0
+        while start < sizes[g]:
+            if used == batch_size:
                 out.append([])
-            out[-1].append(i)
+                used = 0
+            end = min(sizes[g], start + batch_size - used)
+            out[-1].append((g, start, end))
+            used += end - start
+            start = end
     return [b for b in out if b]

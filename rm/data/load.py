@@ -29,7 +29,7 @@ from rm.data.formats.chat import Renderer
 from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
-from rm.data.formats.parse import COLUMNS_HINT, PAIR_FIELDS, apply_columns, detect_format, is_message_list, parse_record
+from rm.data.formats.parse import COLUMNS_HINT, apply_columns, detect_format, parse_record, unmapped
 from rm.data.formats.strength import soft_targets
 from rm.data.grouping import gather_groups
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
@@ -70,28 +70,12 @@ def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) ->
             try:
                 new = parse_record(fmt, record, origin, ctx)
             except RecordError as e:
-                raise unmapped(record, e) if cfg.format == "auto" and not cfg.columns else e from None
+                raise unmapped(record, e, fmt) if cfg.format == "auto" and not cfg.columns else e from None
             ctx.report.count("formats", fmt, len(new))
             pairs += new
         except RecordError as e:
             ctx.report.reject(origin, e)
     return pairs
-
-
-def unmapped(record: Any, error: RecordError) -> RecordError:
-    """A record that failed in the format its fields suggest, but holds a message list under a name rm does
-    not read ({"messages": [...], "chosen": str}): every record of such a source would fail alike, so the
-    way out is data.columns, not skipping them. Any other failure is returned as it is."""
-    items = record.items() if isinstance(record, dict) else []
-    lists = [k for k, v in items if k not in PAIR_FIELDS and is_message_list(v)]
-    if not lists:
-        return error
-    return RecordError(
-        "unknown_format",
-        f"{error.message}; the messages in field {lists[0]!r} are not read under that name: "
-        f"map them with data.columns={{prompt: {lists[0]}}} (--columns prompt={lists[0]})",
-        lists[0],
-    )
 
 
 def _split_file(folder: Path, split: str) -> Path | None:

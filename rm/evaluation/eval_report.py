@@ -30,20 +30,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 from accelerate import Accelerator
+from transformers import PreTrainedTokenizerBase
 
 from rm.config import DataConfig
 from rm.config.atomic import write_text
-from rm.config.exportdir import RUN_CONFIG, ExportDir
+from rm.config.exportdir import ExportDir
 from rm.config.head_config import HeadConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
-from rm.data.formats.group import rank_of
 from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics
 from rm.evaluation.attribute_metrics import gathered_block
-from rm.evaluation.eval_result import build_result, strict_pairs
+from rm.evaluation.eval_result import best_and_others, build_result, describe_data, strict_pairs, training_overlap
 from rm.evaluation.gather import shut_down
 from rm.evaluation.report import plots
 from rm.evaluation.report.html_page import render_html
@@ -53,6 +54,8 @@ from rm.evaluation.split_rewards import item_attributes, item_rewards, nonfinite
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
 from rm.tokens.encode import encode_kept
+from rm.tokens.encode_report import EncodeReport
+from rm.tokens.store import EncodedSplit
 
 log = logging.getLogger("rm")
 
@@ -117,57 +120,37 @@ def eval_block(
     }  # fmt: skip
 
 
-def describe_data(data: DataConfig, report: DataReport) -> str:
-    """Which pairs were scored, in a sentence (eval.json's `eval.data`, report.md's first lines).
+@dataclass
+class Prepared:
+    """What `rm eval` scores with and what it scores (`prepare`), each read as the model's training read it."""
 
-    `report` is the one `eval_pairs` filled: it counted the pairs a `max_eval_pairs` cap left out."""
-    held_out = not data.eval_split
-    split = data.train_split if held_out else data.eval_split
-    how = f"`{data.source}`" + (f" (split `{split}`)" if not Path(data.source).is_file() else "")
-    if held_out:
-        how += (
-            f", the held-out {data.eval_fraction:g} of it (split seed {data.split_seed}, stratified by subset, "
-            "as training does)"
-        )
-    if report.notes.get("capped", {}).get("eval_left_out"):
-        how += f", a seeded sample of {data.max_eval_pairs} pairs"
-    return how
-
-
-def _same_place(a: str, b: str) -> bool:
-    """Two sources name the same data: equal names, or local paths to one file or folder."""
-    if a == b:
-        return True
-    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
-    return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
+    name: str
+    """The model as the command named it: a folder or a hub name (eval.json's `eval.model`)."""
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    data: DataConfig
+    """The data asked for, read by the text rule of the model's training where its export names one."""
+    report: DataReport
+    """What reading the data skipped, and the pairs a `max_eval_pairs` cap left out."""
+    items: list[Example]
+    attributes: list[str]
+    """The names of the model's attribute outputs; [] for a model of one reward."""
+    overlap: str
+    """Why the items are (partly) the model's own training pairs (`training_overlap`); "" when they are not."""
+    max_length: int
 
 
-def training_overlap(model: str, data: DataConfig) -> str:
-    """Why the pairs `data` picks are (partly) the model's own training pairs, from the run config saved with the
-    export; "" when they are not, or when nothing says. `rm eval` of a run's export on its own training file gave no
-    word although 216 of its 240 pairs were training pairs: the accuracy of pairs it learnt is no estimate."""
-    folder = ExportDir(model)
-    if not folder.from_rm:
-        return ""
-    trained, source = folder.training_data()
-    split = data.train_split if not data.eval_split else data.eval_split
-    is_file = Path(data.source).expanduser().is_file()
-    inside = (
-        is_file and Path(source).expanduser().is_dir() and _same_place(str(Path(data.source).parent.parent), source)
-    )
-    same_split = is_file and not inside or split == trained.get("train_split", "train")
-    if not (_same_place(data.source, source) or inside) or not same_split:
-        return ""
-    own_holdout = not data.eval_split and not trained.get("eval_split")
-    same_draw = data.eval_fraction == trained.get("eval_fraction") and data.split_seed == trained.get("split_seed", 0)
-    if own_holdout and same_draw:
-        return ""  # exactly the run's held-out pairs
-    return (
-        f"{data.source}" + ("" if is_file else f" (split {split})") + f" is the data {model} was trained on (its "
-        f"{RUN_CONFIG}: data.source={trained.get('source')}, data.train_split={trained.get('train_split')}): "
-        "pairs it trained on score higher than new ones; evaluate its held-out pairs (--holdout "
-        f"{trained.get('eval_fraction')} --split-seed {trained.get('split_seed', 0)}) or its eval split instead"
-    )
+@dataclass
+class Kept:
+    """The items encoding kept (`encode`), in their order, one encoded group each, and what it left out."""
+
+    items: list[Example]
+    encoded: EncodedSplit
+    dropped: list[str]
+    """Origins of the items dropped: a pair whose responses alone exceed max_length, a group left with nothing."""
+    report: EncodeReport
+    subsets: list[str]
+    """The loaded items' subset names, sorted: the encoded subset ids index them."""
 
 
 def evaluate_model(
@@ -180,7 +163,26 @@ def evaluate_model(
     folder `model` by the loader every command shares (rm/scoring/inference.py); None: loaded here."""
     started = time.perf_counter()
     accelerator = Accelerator()
-    # The model first: its tokenizer's chat template renders message-list data, as in training.
+    run = prepare(model, data, options, loaded, accelerator)
+    kept = encode(run)
+    gathered = score_split(run.model, kept.encoded, run.tokenizer.pad_token_id, options.batch_size, accelerator)
+    if not accelerator.is_main_process:
+        shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
+        return {}
+    rewards = item_rewards(kept.items, kept.encoded, gathered, run.tokenizer)
+    result = eval_json(run, kept, gathered, rewards, options, processes=accelerator.num_processes, started=started)
+    fits, outputs = attribute_files(run, kept, gathered)
+    write_report(Path(out), result, kept.items, rewards, options.seed, fits, outputs)
+    shut_down(accelerator)
+    return result
+
+
+def prepare(
+    model: str, data: DataConfig, options: EvalOptions, loaded: tuple | None, accelerator: Accelerator
+) -> Prepared:
+    """The model on this process's device and the items to score, read as its training read them (the model
+    first: its tokenizer's chat template renders message-list data), so that an export evaluated on its run's
+    held-out pairs reproduces the run's eval.json; the main process warns when they are its training pairs."""
     reward_model, tokenizer = loaded or load_reward_model(
         model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
     )
@@ -199,60 +201,68 @@ def evaluate_model(
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
     check_positions(max_length, reward_model.hf.config, "--max-length", model)
+    return Prepared(model, reward_model, tokenizer, data, report, items, attributes, overlap, max_length)
 
-    # Training's encoder, with the position of every item it keeps (it drops a pair whose responses alone
-    # exceed max_length, and a group left with nothing to compare); each dropped one is listed in eval.json. A
-    # kept item's index is its position among the kept ones: how gathering puts the rewards in order.
-    names = sorted({p.subset for p in items})
-    encoded, rep, positions = encode_kept(items, tokenizer, max_length, names)
-    kept = [items[k] for k in positions.tolist()]
-    dropped = [items[k].origin for k in sorted(set(range(len(items))) - set(positions.tolist()))]
+
+def encode(run: Prepared) -> Kept:
+    """Training's encoder, with the position of every item it keeps (it drops a pair whose responses alone exceed
+    max_length, and a group left with nothing to compare); each dropped one is listed in eval.json. A kept item's
+    index is its position among the kept ones: how gathering puts the rewards in order."""
+    names = sorted({p.subset for p in run.items})
+    encoded, rep, positions = encode_kept(run.items, run.tokenizer, run.max_length, names)
+    kept = [run.items[k] for k in positions.tolist()]
+    dropped = [run.items[k].origin for k in sorted(set(range(len(run.items))) - set(positions.tolist()))]
     if not kept:
-        raise DataError(f"{data.source}: no pairs to evaluate ({len(items)} loaded, {len(dropped)} too long)")
-    gathered = score_split(reward_model, encoded, tokenizer.pad_token_id, options.batch_size, accelerator)
-    if not accelerator.is_main_process:
-        shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
-        return {}
+        raise DataError(f"{run.data.source}: no pairs to evaluate ({len(run.items)} loaded, {len(dropped)} too long)")
+    return Kept(kept, encoded, dropped, rep, names)
 
-    rewards = item_rewards(kept, encoded, gathered, tokenizer)
-    nonfinite, nonfinite_items = nonfinite_rewards(kept, gathered)
+
+def eval_json(
+    run: Prepared,
+    kept: Kept,
+    gathered: dict[str, torch.Tensor],
+    rewards: list[np.ndarray],
+    options: EvalOptions,
+    *,
+    processes: int,
+    started: float,
+) -> dict:
+    """eval.json's dict from the gathered columns (`score_split`) and each kept item's `rewards`: the numbers
+    (`build_result`), the attribute and soft-label blocks where the model and the data have them, and the `eval`
+    block, what was scored and left out. A reward that is not finite is left out of the numbers and counted."""
+    nonfinite, nonfinite_items = nonfinite_rewards(kept.items, gathered)
     if nonfinite:  # an overflowing model's -Infinity is no JSON number, and it breaks the plots
         log.warning(
             "warning: %d of %d rewards are not finite (NaN or infinite) in %d of %d items: left out of the metrics, "
             "null in rewards.jsonl, listed in eval.json", nonfinite, len(gathered["reward"]), len(nonfinite_items),
-            len(kept),
+            len(kept.items),
         )  # fmt: skip
-    result = build_result(kept, rewards, options.samples, options.seed)
-    if attributes:
-        result["attributes"] = gathered_block(gathered, attributes, names)
+    result = build_result(kept.items, rewards, options.samples, options.seed)
+    if run.attributes:
+        result["attributes"] = gathered_block(gathered, run.attributes, kept.subsets)
     if (calibration := gathered_calibration(gathered)) is not None:  # pairs with soft labels (loss.strength=soft)
         result["soft_calibration"] = calibration
     grouped = has_groups(result["overall"])
     result["eval"] = eval_block(
-        options,
-        report,
-        model=model,
-        data=describe_data(data, report),
-        loaded=len(items),
-        max_length=max_length,
-        processes=accelerator.num_processes,
-        started=started,
-        truncated=rep.prompt_truncated,
-        rewards_nonfinite=nonfinite,
-        dropped=dropped,
-        responses_dropped=rep.responses_dropped,
-        training_data=overlap or None,
-        nonfinite=nonfinite_items,
+        options, run.report, model=run.name, data=describe_data(run.data, run.report), loaded=len(run.items),
+        max_length=run.max_length, processes=processes, started=started, truncated=kept.report.prompt_truncated,
+        rewards_nonfinite=nonfinite, dropped=kept.dropped, responses_dropped=kept.report.responses_dropped,
+        training_data=run.overlap or None, nonfinite=nonfinite_items,
         calibration_bins=len(result["calibration"]["bins"]),
-        plots=list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if attributes else []),
-    )
-    fits = outputs = None
-    if attributes:  # every response's attribute outputs and scores, for the plot; each item's, for rewards.jsonl
-        fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())
-        outputs = (attributes, item_attributes(kept, encoded, gathered, tokenizer))
-    write_report(Path(out), result, kept, rewards, options.seed, fits, outputs)
-    shut_down(accelerator)
+        plots=list(PLOTS) + ([GROUP_PLOT] if grouped else []) + ([ATTRIBUTE_PLOT] if run.attributes else []),
+    )  # fmt: skip
     return result
+
+
+def attribute_files(
+    run: Prepared, kept: Kept, gathered: dict[str, torch.Tensor]
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, tuple[list[str], list[np.ndarray]] | None]:
+    """`write_report`'s `fits` and `outputs` for a model with attribute outputs: every response's outputs and scores
+    (attributes.png) and each item's outputs (rewards.jsonl); (None, None) for a model of one reward."""
+    if not run.attributes:
+        return None, None
+    fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())
+    return fits, (run.attributes, item_attributes(kept.items, kept.encoded, gathered, run.tokenizer))
 
 
 def write_report(
@@ -272,17 +282,7 @@ def write_report(
     metrics.write_eval(out / EVAL, result)
     rows = reward_rows(kept, rewards, outputs)
     write_text(out / "rewards.jsonl", "".join(json.dumps(metrics.json_safe(r), allow_nan=False) + "\n" for r in rows))
-    # Per subset, the rewards of the best-ranked responses against the others': a pair's chosen and rejected.
-    rewards_of: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in result["subsets"]}
-    for p, r in zip(kept, rewards, strict=True):
-        scored = ~np.isnan(r)
-        if not scored.any():  # every reward non-finite: nothing of this item to draw
-            continue
-        rank = np.array(rank_of(p))
-        best = rank == rank[scored].min()
-        rewards_of[p.subset][0].extend(r[best & scored].tolist())
-        rewards_of[p.subset][1].extend(r[~best & scored].tolist())
-    hist = {n: (np.array(b), np.array(w)) for n, (b, w) in rewards_of.items()}
+    hist = best_and_others(kept, rewards, list(result["subsets"]))
     grouped = has_groups(result["overall"])
     labels = ("best-ranked", "others") if grouped else ("chosen", "rejected")
     lengths = strict_pairs(kept, rewards)[1:]

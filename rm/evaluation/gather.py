@@ -89,16 +89,100 @@ def keep_once(parts: dict[str, torch.Tensor], linked: dict[str, tuple[str, ...]]
 
 @torch.no_grad()
 def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, torch.Tensor]:
-    """Every eval group's rewards exactly once, in split order, on every process.
+    """Every eval group's rewards exactly once, in split order, on every process: `arranged`'s columns.
 
     Batches differ in size (token budgets), and a process short of a batch in the last round scores
     a group again so that every process runs the same number (rm/collate/shard.py's EvalBatches, or
     accelerate's prepared loaders); so each process keeps its groups with their split index and a tag of the
-    copy it scored, the lists are gathered once at the end (`gather_once`), and for each index one copy is
-    kept, its responses and comparisons with it. An EvalBatches filler (after its `real` batches) is run but
-    not kept: with 3 processes its lone pair could otherwise come first and be kept instead of the copy from
+    copy it scored (`batch_rows`), the lists are gathered once at the end (`gather_once`), and for each index one
+    copy is kept, its responses and comparisons with it. An EvalBatches filler (after its `real` batches) is run
+    but not kept: with 3 processes its lone pair could otherwise come first and be kept instead of the copy from
     the pair's own batch, a reward computed from other tensors than one process computes it from. The model's
-    train/eval mode is restored. Returns, on the CPU:
+    train/eval mode is restored.
+    """
+    was_training = model.training
+    model.eval()
+    attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
+    rows: list[dict[str, torch.Tensor]] = []
+    seen = 0
+    real = getattr(loader.batch_sampler, "real", None)  # None (a list of batches, a prepared loader): all kept
+    for k, batch in enumerate(progress(loader, accelerator), 1):
+        if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
+            trim_heap()
+        batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
+        out = group_outputs(model, batch).detach()  # [responses], or [responses, 1 + A]
+        if real is not None and k > real:  # a filler, run for equal forwards: its group is kept from its own batch
+            continue
+        copy = copy_tags(accelerator, seen, len(batch["pair_index"]), out.device)
+        rows.append(batch_rows(batch, out, copy, attributes > 0))
+        seen += len(batch["pair_index"])
+    model.train(was_training)
+    local = local_columns(rows, attributes, accelerator.device)
+    return arranged(gather_once(accelerator, local, LINKED))
+
+
+def progress(loader: DataLoader, accelerator: Accelerator) -> tqdm:
+    """The loader's batches behind a bar on the main process: an 8,000-pair eval runs minutes on a CPU (redrawn
+    every 10 s into a log file)."""
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    quiet = not accelerator.is_main_process
+    return tqdm(loader, "eval", leave=False, unit="batches", disable=quiet, mininterval=interval)
+
+
+def batch_rows(
+    batch: dict[str, torch.Tensor], out: torch.Tensor, copy: torch.Tensor, attributes: bool
+) -> dict[str, torch.Tensor]:
+    """One scored batch's rows of `local_columns`, its groups tagged `copy` ([groups], `copy_tags`); `out` the
+    head's outputs, [responses] or, for a model with A `attributes` outputs, [responses, 1 + A].
+
+    groups (index, subset, prompt, copy); responses (copy, slot, rank) beside `reward` (and the attribute
+    columns); pairs (copy, a, b, tie), strict ones then ties, beside `pair_target`: each one's soft label, NaN
+    where it is hard (a tie, or a batch without `pair_target`).
+    """
+    rewards = out if out.dim() == 1 else out[:, 0]
+    slot = batch["response_slot"].long()
+    columns = (batch["pair_index"], batch["subset_ids"], batch["prompt_id"], copy)
+    rows = {
+        "groups": torch.stack([c.long() for c in columns], 1),
+        "responses": torch.stack([copy[batch["response_group"]], slot, batch["response_rank"].long()], 1),
+        "reward": rewards,
+    }
+    pairs = []
+    for group, a, b, tie in (("pair_group", "better", "worse", 0), ("tie_group", "tie_a", "tie_b", 1)):
+        c = copy[batch[group]]
+        pairs.append(torch.stack([c, slot[batch[a]], slot[batch[b]], torch.full_like(c, tie)], 1))
+    nan = torch.full((len(batch["tie_group"]),), torch.nan, device=rewards.device)
+    target = batch.get("pair_target", torch.full((len(batch["pair_group"]),), torch.nan))
+    rows |= {"pairs": torch.cat(pairs), "pair_target": torch.cat([target.to(rewards.device).float(), nan])}
+    if attributes:
+        scores = batch.get("attributes")  # absent where the data has no scores of the model's attributes
+        scores = torch.full_like(out[:, 1:], torch.nan) if scores is None else scores.to(out)
+        rows |= {"attribute_outputs": out[:, 1:].float(), "attribute_scores": scores.float()}
+    return rows
+
+
+def local_columns(
+    rows: list[dict[str, torch.Tensor]], attributes: int, device: torch.device
+) -> dict[str, torch.Tensor]:
+    """This process's columns for `gather_once`: its batches' rows (`batch_rows`) one after another, on `device`.
+
+    Every process gathers the same columns, those of a process that scored no batch (empty) or saw no soft label
+    too: groups [units, 4], responses [rows, 3] and pairs [rows, 4] (long); reward [rows], pair_target [pairs];
+    and for a model of A attribute outputs attribute_outputs and attribute_scores [rows, A].
+    """
+    names = ["groups", "responses", "reward", "pairs", "pair_target"]
+    names += ["attribute_outputs", "attribute_scores"] if attributes else []
+    width = {"groups": 4, "responses": 3, "pairs": 4, "attribute_outputs": attributes, "attribute_scores": attributes}
+    if rows:
+        local = {k: torch.cat([r[k] for r in rows]).to(device) for k in names}
+    else:  # no batch on this process: empty columns of the same widths
+        local = {k: torch.empty((0, width[k]) if k in width else 0, device=device) for k in names}
+    return {k: v.long() if k in ("groups", "responses", "pairs") else v for k, v in local.items()}
+
+
+def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`gather_rewards`'s columns from the copies `keep_once` kept: responses by group, then slot; comparisons by
+    group, in the batch's order, with their two rewards. On the CPU:
 
         index, subset, prompt      [groups]       split index (0..n-1 when nothing is missing), subset id, prompt id
         reward, group, slot, rank  [responses]    by group, then slot k: its reward, group (row of `index`), k, rank
@@ -114,61 +198,6 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
 
         target                     [strict pairs] each pair's soft label p, NaN where its label is hard
     """
-    was_training = model.training
-    model.eval()
-    # Long columns: groups (index, subset, prompt, copy), responses (copy, slot, rank), comparisons (copy, a, b, tie).
-    # A float column beside the comparisons: each one's soft label (NaN: hard), gathered whether or not this process
-    # saw one, since every process must gather the same columns.
-    parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": [], "pairs": [], "pair_target": []}
-    attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
-    if attributes:
-        parts |= {"attribute_outputs": [], "attribute_scores": []}
-    seen = 0
-    # An 8,000-pair eval runs minutes on a CPU: a bar on the main process (redrawn every 10 s into a log file).
-    interval = 0.1 if sys.stderr.isatty() else 10.0
-    quiet = not accelerator.is_main_process
-    bar = tqdm(loader, "eval", leave=False, unit="batches", disable=quiet, mininterval=interval)
-    real = getattr(loader.batch_sampler, "real", None)  # None (a list of batches, a prepared loader): all kept
-    for k, batch in enumerate(bar, 1):
-        if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
-            trim_heap()
-        batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
-        out = group_outputs(model, batch).detach()  # [responses], or [responses, 1 + A]
-        if real is not None and k > real:  # a filler, run for equal forwards: its group is kept from its own batch
-            continue
-        rewards = out if out.dim() == 1 else out[:, 0]
-        if attributes:
-            scores = batch.get("attributes")  # absent where the data has no scores of the model's attributes
-            scores = torch.full_like(out[:, 1:], torch.nan) if scores is None else scores.to(out)
-            parts["attribute_outputs"].append(out[:, 1:].float())
-            parts["attribute_scores"].append(scores.float())
-        copy = copy_tags(accelerator, seen, len(batch["pair_index"]), rewards.device)
-        seen += len(batch["pair_index"])
-        slot = batch["response_slot"].long()
-        columns = (batch["pair_index"], batch["subset_ids"], batch["prompt_id"], copy)
-        parts["groups"].append(torch.stack([c.long() for c in columns], 1))
-        parts["responses"].append(torch.stack([copy[batch["response_group"]], slot, batch["response_rank"].long()], 1))
-        parts["reward"].append(rewards)
-        for group, a, b, tie in (("pair_group", "better", "worse", 0), ("tie_group", "tie_a", "tie_b", 1)):
-            c = copy[batch[group]]
-            parts["pairs"].append(torch.stack([c, slot[batch[a]], slot[batch[b]], torch.full_like(c, tie)], 1))
-        nan = torch.full((len(batch["tie_group"]),), torch.nan, device=rewards.device)
-        target = batch.get("pair_target", torch.full((len(batch["pair_group"]),), torch.nan))
-        parts["pair_target"] += [target.to(rewards.device).float(), nan]  # the order of `pairs`: strict, then ties
-    model.train(was_training)
-    device = accelerator.device
-    width = {"groups": 4, "responses": 3, "pairs": 4, "attribute_outputs": attributes, "attribute_scores": attributes}
-    local = {
-        k: torch.cat(v).to(device) if v else torch.empty((0, width[k]) if k in width else 0, device=device)
-        for k, v in parts.items()
-    }
-    local = {k: v.long() if k in ("groups", "responses", "pairs") else v for k, v in local.items()}
-    return arranged(gather_once(accelerator, local, LINKED))
-
-
-def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`gather_rewards`'s columns from the copies `keep_once` kept: responses by group, then slot; comparisons by
-    group, in the batch's order, with their two rewards."""
     groups, responses, reward = kept["groups"], kept["responses"], kept["reward"]
     order = torch.argsort(responses[:, 1], stable=True)
     order = order[torch.argsort(responses[order, 0], stable=True)]  # by group, then slot
@@ -218,6 +247,8 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerato
 
 
 def format_table(result: dict) -> str:
+    """Training's console summary of an eval (`evaluate`'s result): accuracy, count and mean margin per subset and
+    overall, then each attribute's line; `rm eval` prints its wider table (rm/evaluation/report/markdown.py)."""
     rows = [(name, m) for name, m in result["subsets"].items()] + [("overall", result["overall"])]
     width = max(len(name) for name, _ in rows)
     lines = [f"{'subset':<{width}}  accuracy      n  mean margin", "-" * (width + 29)]

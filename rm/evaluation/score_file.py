@@ -8,10 +8,10 @@ them) gets `rewards`, one per response in the record's order, its prompt compute
 A model with attribute outputs adds `attributes: {name: value}` beside each reward.
 
 Which texts a record asks to score, and which fields their outputs fill (`output_fields`), is
-`rm.evaluation.record_texts`; this module turns them into rewards. Each text becomes a `ScoreSeq` (prompt ids,
-response ids), fitted into `max_length` by the rule training and `rm eval` use (`rm/tokens/truncation.py`), so a
-long conversation gets the reward they give it; a `Layout` (`rm/collate/scoring.py`) turns a list of them into a
-batch and the batch into one output row per sequence.
+`rm.evaluation.record_texts`; this module turns them into rewards. A record's texts become training's unit, groups
+of one prompt and its responses (`encode_texts`; a lone text is a group of one), fitted into `max_length` by the rule
+training and `rm eval` use (`rm/tokens/truncation.py`), so a long conversation gets the reward they give it;
+`rm.collate.scoring` plans the batches and lays them out, one output row per response.
 """
 
 from __future__ import annotations
@@ -29,17 +29,17 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, ScoreSeq
-from rm.collate.token_budget import count_batches, scoring_order
+from rm.collate.scoring import Layout, PackedScoring, PaddedLayout, batches, responses, scored
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
 from rm.data.sources import count_records, read_file
 from rm.errors import ConfigError, RecordError
-from rm.evaluation.record_texts import GROUP_KEY, ScoreText, output_fields, texts_of
+from rm.evaluation.record_texts import ScoreText, output_fields, texts_of
 from rm.model.pretrained import model_attributes
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.store import EncodedGroup
 from rm.tokens.tokenizer import special_prefix
 from rm.tokens.truncation import Fit, fit_group
 from rm.tokens.turn_search import fitting_turns, longest_token
@@ -56,35 +56,42 @@ def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
 
 def encode_texts(
     tokenizer: PreTrainedTokenizerBase, texts: list[ScoreText], max_length: int, prefix: list[int]
-) -> list[ScoreSeq]:
+) -> list[EncodedGroup]:
     """A record's texts tokenized as training tokenizes a pair (prompt and responses apart, no special tokens,
-    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/truncation.py`).
+    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/truncation.py`), as
+    groups whose responses, group after group, are the texts in order.
 
     Texts that share a prompt (a pair's chosen and rejected) are fitted together, as training fits a pair:
     the prompt loses whole leading turns, then tokens from its left, until the longer response fits beside
     it. A response that cannot fit even alone (training and `rm eval` drop such a pair) keeps its last
-    tokens, where the reward is read; its pair's texts are then fitted one by one. `truncated` marks a text
-    that lost anything.
+    tokens, where the reward is read; its pair's texts are then fitted one by one. `truncated` marks a group
+    whose texts lost anything.
     """
 
     def ids(parts: list[str]) -> list[list[int]]:
         # verbose=False: no warning about a text past model_max_length, which the rule below fits
         return tokenizer(parts, add_special_tokens=False, verbose=False)["input_ids"] if parts else []
 
-    groups: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
+    by_prompt: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
     for i, t in enumerate(texts):
-        groups.setdefault((t.prompt, t.turn_starts), []).append(i)
-    seqs: dict[int, ScoreSeq] = {}
+        by_prompt.setdefault((t.prompt, t.turn_starts), []).append(i)
+    fitted: list[tuple[EncodedGroup, int]] = [(scored([], []), 0)] * len(texts)  # per text: its fitted part, slot
     longest = longest_token(tokenizer)
-    for (prompt, starts), members in groups.items():
+    for (prompt, starts), members in by_prompt.items():
         responses = [texts[i].response for i in members]
-        fitted = _truncated(ids, prompt, starts, responses, max_length, prefix, longest)
-        for i, seq in zip(members, fitted, strict=True):
-            if not len(seq):  # nothing to read a reward at (it would be a neighbour's token)
+        parts = _truncated(ids, prompt, starts, responses, max_length, prefix, longest)
+        slots = [(g, k) for g in parts for k in range(len(g.response_ids))]
+        for i, (g, k) in zip(members, slots, strict=True):
+            if not len(g.prompt_ids) + len(g.response_ids[k]):  # nothing to read a reward at (a neighbour's token)
                 raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
-            seq.group = texts[i].key == GROUP_KEY
-            seqs[i] = seq
-    return [seqs[i] for i in range(len(texts))]
+            fitted[i] = (g, k)
+    out: list[EncodedGroup] = []  # neighbours in text order from one fitted part stay one group
+    for i, (g, k) in enumerate(fitted):
+        if i and fitted[i - 1][0] is g:
+            out[-1].response_ids.append(g.response_ids[k])
+        else:
+            out.append(scored(g.prompt_ids, [g.response_ids[k]], g.truncated))
+    return out
 
 
 def _truncated(
@@ -95,7 +102,7 @@ def _truncated(
     max_length: int,
     prefix: list[int],
     longest: int | None,
-) -> list[ScoreSeq]:
+) -> list[EncodedGroup]:
     """One prompt's responses, fitted by the rule's `Fit.KEEP_END`: together, or each on its own where one of them
     cannot fit even alone. Only the later turn the rule keeps is tokenized (`rm.tokens.turn_search`: not every
     later turn, which a prompt of thousands of turns made quadratic)."""
@@ -105,33 +112,28 @@ def _truncated(
         return fitting_turns(prompt, turn_starts, room, longest, ids)
 
     fitted = fit_group(p, rs, max_length, prefix, shorter, Fit.KEEP_END)
-    return [ScoreSeq(f.prompt_ids, list(r), truncated=f.truncated) for f in fitted.parts for r in f.response_ids]
+    return [scored(f.prompt_ids, [list(r) for r in f.response_ids], f.truncated) for f in fitted.parts]
 
 
-def score_seqs(
-    model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
+def score_rewards(
+    model: nn.Module, groups: list[EncodedGroup], layout: Layout, batch_size: int, device: torch.device
 ) -> list[float]:
-    """Rewards for `seqs` in the order given (output 0 of a model with attribute outputs)."""
-    return [row[0] for row in score_outputs(model, seqs, layout, batch_size, device)]
+    """One reward per response of `groups`, group after group (output 0 of a model with attribute outputs)."""
+    return [row[0] for row in score_outputs(model, groups, layout, batch_size, device)]
 
 
 @torch.inference_mode()
 def score_outputs(
-    model: nn.Module, seqs: list[ScoreSeq], layout: Layout, batch_size: int, device: torch.device
+    model: nn.Module, groups: list[EncodedGroup], layout: Layout, batch_size: int, device: torch.device
 ) -> list[list[float]]:
-    """Every output for `seqs` in the order given: [reward] each, or [reward, attribute 1, …] for a model with
-    attribute outputs (rm/model/pretrained.py: output 0 is the reward).
-
-    Batches are cut after sorting by prompt (length, then ids) and response length: each batch pads to
-    similar lengths, and sequences with the same prompt sit side by side for a shared-prefix layout
-    (`rm.collate.token_budget.count_batches` keeps them in one batch, so the prompt is computed once).
-    """
-    order = scoring_order(seqs)
-    out: list[list[float]] = [[0.0]] * len(seqs)
-    for idx in count_batches(seqs, order, batch_size):
-        batch = {k: v.to(device) for k, v in layout.collate([seqs[i] for i in idx]).items()}
-        rows = layout.rewards(model, batch)  # [n] or [n, 1 + A]
-        for i, r in zip(idx, (rows if rows.dim() == 2 else rows[:, None]).tolist(), strict=True):
+    """Every output of every response of `groups`, group after group: [reward] each, or [reward, attribute 1, …] for
+    a model with attribute outputs (rm/model/pretrained.py: output 0 is the reward). Batches as
+    `rm.collate.scoring.batches` plans them: equal prompts computed once, each batch of similar lengths."""
+    out: list[list[float]] = [[0.0]] * responses(groups)
+    for batch in batches(groups, batch_size):
+        tensors = {k: v.to(device) for k, v in layout.collate(batch.groups).items()}
+        rows = layout.rewards(model, tensors)  # [n] or [n, 1 + A]
+        for i, r in zip(batch.rows, (rows if rows.dim() == 2 else rows[:, None]).tolist(), strict=True):
             out[i] = r
     return out
 
@@ -226,37 +228,40 @@ class RecordScoring:
         self.counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
         self.nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
 
-    def lines(self, chunk: list[tuple[str, dict]]) -> list[str]:
-        seqs, keys, kept, origins = [], [], [], []
+    def scored(self, chunk: list[tuple[str, dict]]) -> list[tuple[dict, dict[str, Any]]]:
+        """(record, its output fields) of each record of `chunk` that could be scored, in order; a bad one is the
+        report's (it raises, or counts the record as skipped). The counts add up here."""
+        encoded, keys, kept = [], [], []
         for origin, record in chunk:
             try:
                 parts = texts_of(record, origin, self.field, self.renderer, self.report)
-                encoded = encode_texts(self.tokenizer, parts, self.max_length, self.prefix)
+                encoded.append(encode_texts(self.tokenizer, parts, self.max_length, self.prefix))
             except RecordError as e:
                 self.report.reject(origin, e)  # raises in error mode
                 continue
-            kept.append(record)
-            origins.append(origin)
+            kept.append((origin, record))
             keys.append([t.key for t in parts])
-            seqs += encoded
-        outputs = score_outputs(self.model, seqs, self.layout, self.batch_size, self.device)
-        rows = iter(zip(outputs, seqs, strict=True))
+        rows = iter(
+            score_outputs(self.model, [g for e in encoded for g in e], self.layout, self.batch_size, self.device)
+        )
         out = []
-        for record, names, origin in zip(kept, keys, origins, strict=True):
-            scored = [next(rows) for _ in names]
-            values = [[v if math.isfinite(v) else None for v in r] for r, _ in scored]
-            bad = sum(v[0] is None for v in values)
-            if bad:
+        for (origin, record), names, groups in zip(kept, keys, encoded, strict=True):
+            values = [[v if math.isfinite(v) else None for v in next(rows)] for _ in names]
+            fields = output_fields(names, values, self.attributes)
+            if bad := sum(v[0] is None for v in values):
                 self.counts["rewards_nonfinite"] = self.counts.get("rewards_nonfinite", 0) + bad
                 self.nonfinite.append(origin)
-            record.update(output_fields(names, values, self.attributes))
-            if any(seq.truncated for _, seq in scored):
-                record["truncated"] = True
+            if any(g.truncated for g in groups):
+                fields["truncated"] = True
                 self.counts["records_truncated"] += 1
-            out.append(json.dumps(record, ensure_ascii=False) + "\n")
+            out.append((record, fields))
         self.counts["records"] += len(kept)
-        self.counts["texts"] += len(seqs)
+        self.counts["texts"] += sum(len(names) for names in keys)
         return out
+
+    def lines(self, chunk: list[tuple[str, dict]]) -> list[str]:
+        """Each record of `chunk` that could be scored, with its output fields, as a JSON line."""
+        return [json.dumps(record | fields, ensure_ascii=False) + "\n" for record, fields in self.scored(chunk)]
 
     def summary(self) -> dict[str, Any]:
         """The counts `score_file` returns: records, texts, truncated, skipped (by reason, with origins), non-finite."""

@@ -29,10 +29,11 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from rm.collate.scoring import PackedScoring, ScoreSeq, prompt_runs
+from rm.collate.scoring import PackedScoring, scored
 from rm.collate.token_budget import chunks
 from rm.model.masks import AttentionRule, additive_mask, attention_rules, column_limit
 from rm.model.reward import RewardModel, mixed_reward, score_head, transformers_model
+from rm.tokens.store import EncodedGroup
 
 
 @functools.cache
@@ -42,7 +43,7 @@ def cache_argument(cls: type) -> str:
 
 
 class PrefixScoring:
-    """Rewards of a batch whose sequences come in runs sharing a prompt, in the two steps of the module doc: the
+    """Rewards of a batch of groups (one prompt, its responses), in the two steps of the module doc: the
     backbone and the score head of `RewardModel`, run on a prompt's cache instead of a packed row."""
 
     def __init__(self, model: RewardModel, device: torch.device):
@@ -53,24 +54,21 @@ class PrefixScoring:
         self.device = device
         self.additive = self.hf.config._attn_implementation == "eager"
 
-    def rewards(self, seqs: list[ScoreSeq]) -> torch.Tensor:
-        """[len(seqs)] rewards in the order given (or [n, 1 + A] with attribute outputs, column 0 the reward, mixed
-        from the attributes where the model is marked so: rm/model/reward.py:mixed_reward)."""
-        members = prompt_runs(seqs)
-        prompts = [[int(t) for t in seqs[m[0]].prompt_ids] for m in members]
+    def rewards(self, groups: list[EncodedGroup]) -> torch.Tensor:
+        """One row per response, group after group: [n] rewards (or [n, 1 + A] with attribute outputs, column 0 the
+        reward, mixed from the attributes where the model is marked so: rm/model/reward.py:mixed_reward)."""
+        prompts = [[int(t) for t in g.prompt_ids] for g in groups]
         if not all(prompts):
             raise ValueError("every prompt must have a token: an empty one has nothing to cache")
-        group_of = torch.empty(len(seqs), dtype=torch.long)
-        for g, m in enumerate(members):
-            group_of[m] = g
+        group_of = torch.tensor([k for k, g in enumerate(groups) for _ in g.response_ids], dtype=torch.long)
         keys, values = self._prompts(prompts)
         prompt_len = torch.tensor([len(p) for p in prompts])
-        responses = [[int(t) for t in s.response_ids] for s in seqs]
+        responses = [[int(t) for t in r] for g in groups for r in g.response_ids]
         out: torch.Tensor | None = None
         for idx in chunks([len(r) for r in responses]):
             got = self._responses([responses[i] for i in idx], group_of[idx], prompt_len, keys, values)
             if out is None:
-                out = got.new_empty((len(seqs), *got.shape[1:]))
+                out = got.new_empty((len(responses), *got.shape[1:]))
             out[torch.tensor(idx)] = got
         assert out is not None
         return mixed_reward(out, getattr(self.hf, "rm_reward_mix", None))  # as RewardModel's forward returns it
@@ -186,13 +184,12 @@ def probe(scorer: PrefixScoring, pad_token_id: int) -> str:
         return torch.randint(0, vocab, (n,), generator=g).tolist()
 
     p1, p2, p3 = ids(7), ids(3), ids(5)
-    shapes = [(p1, 4), (p1, 1), (p1, 9), (p2, 6), (p2, 2), (p3, 3)]
-    seqs = [ScoreSeq(p, ids(n)) for p, n in shapes]
+    groups = [scored(p1, [ids(4), ids(1), ids(9)]), scored(p2, [ids(6), ids(2)]), scored(p3, [ids(3)])]
     packed = PackedScoring(pad_token_id)
-    batch = {k: v.to(scorer.device) for k, v in packed.collate(seqs).items()}
+    batch = {k: v.to(scorer.device) for k, v in packed.collate(groups).items()}
     want = packed.rewards(scorer.model, batch)
     try:
-        got = scorer.rewards(seqs)
+        got = scorer.rewards(groups)
     except Exception as e:  # noqa: BLE001 - an architecture that rejects a 4D mask or a cache keeps the shared layout
         first = (str(e).splitlines() or [""])[0]
         return f"{type(scorer.hf).__name__} rejected a cached prompt ({type(e).__name__}: {first})"

@@ -225,7 +225,7 @@ def answer(route: str, prepared: Prepared, raw: list[list[Output]], scorer: Scor
     outputs = [[scorer.outputs(r) for r in item] for item in raw]
     rewards = [[reward for reward, _ in item] for item in outputs]
     attributes = [[values for _, values in item] for item in outputs]
-    truncated = [[s.truncated for s in seqs] for seqs in prepared.items]
+    truncated = [[g.truncated for g in item for _ in g.response_ids] for item in prepared.items]  # per text
     if any(r is None for item in rewards for r in item):
         log.warning("request %s: some rewards are not finite (the model overflows): sent as null", request_id)
     extra = {"attributes": attributes} if scorer.attributes else {}

@@ -3,14 +3,14 @@
 Requests arrive already checked and tokenized (rm/serve/bodies.py), so nothing that enters a batch can be a bad
 request. When idle, the thread takes the first queued job and waits up to `max_wait_ms` for others (or until
 `max_batch_tokens` worth is queued). It then orders the items of everything pending (a text, or one group's
-responses) by length, longest first, cuts batches whose padded or packed size stays within the budget, and scores
-the first; before each next batch it takes in what arrived meanwhile and cuts again (continuous batching), so
-the clients answered by one batch are back in the next while the model keeps busy, rather than the whole load
-moving in lockstep rounds. A job passed over twice goes in the next batch whatever its length: none waits for
-ever behind longer work. A group's responses stay together
-in one batch so that its prompt is computed once (an item too large for the budget is cut into parts, each
-computing the prompt again). Each reward is read at its own sequence's end and sees only its own tokens, so no
-reward depends on its batch neighbours (tests/serve/ checks against `rm score`'s rewards, 1e-5).
+responses) by length, longest first, cuts batches whose padded or packed size stays within the
+budget, and scores the first; before each next batch it takes in what arrived meanwhile and cuts again
+(continuous batching), so the clients answered by one batch are back in the next while the model keeps busy,
+rather than the whole load moving in lockstep rounds. A job passed over twice goes in the next batch whatever
+its length: none waits for ever behind longer work. A group's responses stay together in one batch so that its
+prompt is computed once (a group too large for the budget is cut into parts, each computing the prompt again).
+Each reward is read at its own response's end and sees only its prompt and itself, so no reward depends on its
+batch neighbours (tests/serve/ checks against `rm score`'s rewards, 1e-5).
 
 A model error (out of memory, a bad kernel) fails the requests that had items in that batch, with their request
 ids logged, and the thread goes on with the next batch. A request whose client has gone (its coroutine
@@ -28,8 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from rm.collate.scoring import ScoreSeq
-from rm.serve.batch_plan import MAX_ROW, Job, Output, Part, cut, parts_of, segment
+from rm.collate.scoring import responses
+from rm.serve.batch_plan import MAX_ROW, Job, Output, Part, cost, cut, parts_of
+from rm.tokens.store import EncodedGroup
 
 log = logging.getLogger("rm.serve")
 
@@ -47,7 +48,7 @@ class Batcher:
 
     def __init__(
         self,
-        forward: Callable[[list[ScoreSeq]], list[Output]],
+        forward: Callable[[list[EncodedGroup]], list[Output]],
         shared: bool,
         max_batch_tokens: int,
         max_wait_ms: float,
@@ -69,9 +70,9 @@ class Batcher:
         self.busy = 0.0
         """Seconds the model thread spent in forwards since it started (GET /info's `busy_seconds`)."""
         self.scored = 0
-        """Sequences scored since the start."""
+        """Responses scored since the start."""
         self.tokens = 0
-        """Tokens computed since the start: a prompt shared by sequences side by side once, padding not counted."""
+        """Tokens computed since the start: in the shared layout a group's prompt once, padding not counted."""
         self.on_fatal = on_fatal
         self.died: BaseException | None = None
         """What ended the thread (a bug), or None while it runs."""
@@ -87,8 +88,9 @@ class Batcher:
         self.queue.put(None)
         self.thread.join()
 
-    async def score(self, request_id: str, items: list[list[ScoreSeq]]) -> list[list[Output]]:
-        """Raw rewards per item, once the model thread has scored every sequence; ModelFailed if it could not."""
+    async def score(self, request_id: str, items: list[list[EncodedGroup]]) -> list[list[Output]]:
+        """Raw rewards per item (one per response, group after group), once the model thread has scored every
+        response; ModelFailed if it could not."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
 
@@ -98,7 +100,7 @@ class Batcher:
             except RuntimeError:  # the loop has closed (a forced stop): nobody waits for this answer
                 pass
 
-        if not any(items):
+        if not any(responses(item) for item in items):
             return [[] for _ in items]
         job = Job(request_id, items, done)
         with self.lock:
@@ -225,10 +227,10 @@ class Batcher:
             return
         started = time.monotonic()
         try:
-            seqs = [s for p in live for s in p.seqs]
-            rewards = self.forward(seqs)
-            self.scored += len(seqs)
-            self.tokens += segment(seqs) if self.shared else sum(len(s) for s in seqs)
+            groups = [p.group for p in live]
+            rewards = self.forward(groups)
+            self.scored += responses(groups)
+            self.tokens += sum(cost(g, self.shared) for g in groups)
         except Exception as e:  # noqa: BLE001 - any model failure fails this batch's requests, not the server
             failed = sorted({p.job.request_id for p in live})
             log.error("model error on a batch of requests %s: %s", ", ".join(failed), e, exc_info=True)
@@ -238,10 +240,11 @@ class Batcher:
             return
         finally:
             self.busy += time.monotonic() - started
-        it = iter(rewards)
+        it = iter(rewards)  # one per response, part after part
         for p in live:
-            for k in range(len(p.seqs)):
+            n = len(p.group.response_ids)
+            for k in range(n):
                 p.job.rewards[p.item][p.start + k] = next(it)
-            p.job.left -= len(p.seqs)
+            p.job.left -= n
             if p.job.left == 0:
                 self._finish(p.job, p.job.rewards)

@@ -1,7 +1,8 @@
 """A request body, checked whole and tokenized, before it may join a batch: a bad request is refused here.
 
 Every text becomes a `ScoreText` the way `rm score` reads the same text from a file (rm/evaluation/record_texts.py),
-so the rewards are `rm score`'s:
+and an item's texts the groups `rm score` encodes them as (a text alone a group of one), so the rewards are
+`rm score`'s:
 
 - `/score` `texts` and `/get_reward` `query`: each as a `{"text": ...}` record (split at its last "Assistant:" tag);
 - `/score` `messages`: each conversation as a `responses` record renders its prompt and one answer (the messages
@@ -22,10 +23,10 @@ fails on it). Each a one-line message naming the item.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from rm.collate.scoring import ScoreSeq
+from rm.collate.scoring import by_prompt
 from rm.data.formats.chat import Message, messages_from
 from rm.data.formats.ranked import rendered
 from rm.errors import RecordError
@@ -33,6 +34,7 @@ from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
 from rm.serve.batch_plan import Output
 from rm.serve.json_body import RequestError, decode, kind
 from rm.serve.scorer import Scorer
+from rm.tokens.store import EncodedGroup
 
 SHAPE_REASONS = ("not_a_list", "not_an_object", "bad_message", "not_a_string", "missing_field")
 """RecordError reasons that mean a body of the wrong shape (400); any other reason is a text that cannot be scored."""
@@ -40,12 +42,14 @@ SHAPE_REASONS = ("not_a_list", "not_an_object", "bad_message", "not_a_string", "
 
 @dataclass
 class Prepared:
-    """A checked request: `items[i]` holds the sequences whose rewards answer item i (one text, or a group)."""
+    """A checked request: `items[i]` holds the groups whose rewards answer item i (one text, or a /score_groups
+    group): what `rm score` encodes its texts as, usually one group, several where a response had to be fitted on
+    its own; item i's texts are their responses, group after group."""
 
-    items: list[list[ScoreSeq]]
+    items: list[list[EncodedGroup]]
     grouped: bool
     """True: the answer is one list per item (/score_groups); False: one reward per item."""
-    jobs: list[list[ScoreSeq]] = field(init=False)
+    jobs: list[list[EncodedGroup]] = field(init=False)
     """The items the batcher scores (`batched`): a flat request's texts that share a prompt as one group."""
     where: list[tuple[int, int | None]] = field(init=False)
     """Where item i's rewards are among the jobs': (k, None) for job k whole, (k, j) for its j-th reward."""
@@ -59,7 +63,9 @@ class Prepared:
         return [raw[k] if j is None else [raw[k][j]] for k, j in self.where]
 
 
-def batched(items: list[list[ScoreSeq]], grouped: bool) -> tuple[list[list[ScoreSeq]], list[tuple[int, int | None]]]:
+def batched(
+    items: list[list[EncodedGroup]], grouped: bool
+) -> tuple[list[list[EncodedGroup]], list[tuple[int, int | None]]]:
     """`Prepared.jobs` and `Prepared.where` of these items.
 
     Texts of one /score or /get_reward request that share their prompt's token ids (a GRPO batch sent flat: G
@@ -69,21 +75,19 @@ def batched(items: list[list[ScoreSeq]], grouped: bool) -> tuple[list[list[Score
     """
     if grouped:
         return items, [(k, None) for k in range(len(items))]
-    by_prompt: dict[tuple[int, ...], list[int]] = {}
-    for k, seqs in enumerate(items):
-        if len(seqs) == 1 and len(seqs[0].prompt_ids):
-            by_prompt.setdefault(tuple(int(t) for t in seqs[0].prompt_ids), []).append(k)
-    jobs: list[list[ScoreSeq]] = []
+    alone = [k for k, item in enumerate(items) if len(item) == 1 and len(item[0].response_ids) == 1]
+    alone = [k for k in alone if len(items[k][0].prompt_ids)]  # an empty prompt has nothing to share
+    jobs: list[list[EncodedGroup]] = []
     where: list[tuple[int, int | None] | None] = [None] * len(items)
-    for members in by_prompt.values():
-        if len(members) > 1:
-            for j, k in enumerate(members):
-                where[k] = (len(jobs), j)
-            jobs.append([replace(items[k][0], group=True) for k in members])
-    for k, seqs in enumerate(items):
+    for group, rows in by_prompt([items[k][0] for k in alone]):
+        if len(rows) > 1:
+            for j, row in enumerate(rows):
+                where[alone[row]] = (len(jobs), j)
+            jobs.append([group])
+    for k, item in enumerate(items):
         if where[k] is None:
             where[k] = (len(jobs), None)
-            jobs.append(seqs)
+            jobs.append(item)
     return jobs, [w for w in where if w is not None]
 
 
@@ -96,7 +100,7 @@ never queued behind the whole of a 1,000-text one."""
 def preparing(
     route: str, body: bytes, scorer: Scorer, max_texts: int, on_too_long: str
 ) -> Generator[None, None, Prepared]:
-    """The body of a POST to `route` ("score", "score_groups" or "get_reward") as sequences to score, or the
+    """The body of a POST to `route` ("score", "score_groups" or "get_reward") as groups to score, or the
     RequestError that refuses it: a generator that pauses after each bounded step (the body's JSON and shape,
     then STEP_ITEMS items at a time) and returns the Prepared request, run off the event loop by the preparation
     thread (rm/serve/preparer.py). The body's fields and counts are checked before any item is rendered, each
@@ -108,19 +112,19 @@ def preparing(
         makers, names = query_texts(payload, scorer, max_texts)
     else:
         makers, names = score_texts(payload, scorer, max_texts)
-    items: list[list[ScoreSeq]] = []
+    items: list[list[EncodedGroup]] = []
     for k, (make, name) in enumerate(zip(makers, names, strict=True)):
         if k % STEP_ITEMS == 0:
             yield
-        item = make()
-        seqs = guarded(lambda item=item: scorer.encode(item), name) if item else []
-        if on_too_long == "error" and any(s.truncated for s in seqs):
+        texts = make()
+        groups = guarded(lambda texts=texts: scorer.encode(texts), name) if texts else []
+        if on_too_long == "error" and any(g.truncated for g in groups):
             raise RequestError(
                 422,
                 f"{name} does not fit max_length={scorer.max_length} tokens (this server refuses texts over "
                 "max_length: --on-too-long error)",
             )
-        items.append(seqs)
+        items.append(groups)
     yield
     return Prepared(items, route == "score_groups")
 

@@ -1,4 +1,5 @@
-"""The model a server process holds, and the two things it does: texts to `ScoreSeq`s, `ScoreSeq`s to rewards.
+"""The model a server process holds, and the two things it does: texts to groups (`EncodedGroup`, scoring's unit:
+a text alone is a group of one), groups to one reward per response.
 
 Both go through `rm score`'s own functions (rm/evaluation/score_file.py: `encode_texts` for tokenization and
 max_length fitting, `default_layout` for the batch layout), so a reward from the server is the reward `rm score`
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from rm.collate.scoring import Layout, PackedScoring, ScoreSeq, prompt_runs
+from rm.collate.scoring import Layout, PackedScoring
 from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
 from rm.evaluation.record_texts import ScoreText
@@ -24,6 +25,7 @@ from rm.model.cached_prompt import PrefixScoring, prefix_support
 from rm.model.pretrained import model_attributes
 from rm.scoring.inference import Loaded, load, normalization
 from rm.serve.batch_plan import Output
+from rm.tokens.store import EncodedGroup
 from rm.tokens.tokenizer import special_prefix
 
 log = logging.getLogger("rm.serve")
@@ -42,8 +44,8 @@ class Scorer:
     norm: dict[str, float] | None
     """{"mean", "std"} applied to every reward (--normalize), or None for raw rewards."""
     groups: PrefixScoring | None = None
-    """Where the model allows it, how runs of responses to one prompt are scored: on the prompt's cached keys and
-    values (rm/model/cached_prompt.py); None: in the shared (or padded) layout like single texts."""
+    """Where the model allows it, how a group of responses to one prompt is scored: on the prompt's cached keys
+    and values (rm/model/cached_prompt.py); None: in the shared (or padded) layout like single texts."""
     weights: str = ""
     """Which weights of a run rebuilt from a checkpoint are served ("step 16 of 400: the run has not finished", as
     `rm export` says it); '' for an export, whose model card says it."""
@@ -65,28 +67,35 @@ class Scorer:
         """How a group's responses are scored: `prefix-cache`, or the layout single texts get."""
         return "prefix-cache" if self.groups is not None else self.layout_name
 
-    def encode(self, texts: list[ScoreText]) -> list[ScoreSeq]:
+    def encode(self, texts: list[ScoreText]) -> list[EncodedGroup]:
         """One request item's texts (one text, or a group's responses, fitted together as `rm score` fits a
-        record's): the caller keeps items apart, since texts encoded together share one fitting."""
+        record's) as groups whose responses, group after group, are the texts in order: usually one group, more
+        where a response had to be fitted on its own. The caller keeps items apart, since texts encoded together
+        share one fitting."""
         return encode_texts(self.tokenizer, texts, self.max_length, self.prefix)
 
     @torch.inference_mode()
-    def forward(self, seqs: list[ScoreSeq]) -> list[Output]:
-        """Raw rewards of one batch, in the order given (a shared prompt is computed once where seqs that share
-        it sit side by side): a group's runs of two or more responses on their prompt's cache where the model allows
-        it, everything else (single texts) in the layout. With attribute outputs each entry is [reward, *attributes]."""
-        cached = [m for m in prompt_runs(seqs) if len(m) > 1 and seqs[m[0]].group and len(seqs[m[0]].prompt_ids)]
-        cached = cached if self.groups is not None else []
-        flat = sorted(set(range(len(seqs))).difference(i for m in cached for i in m))
-        out: list[Output] = [0.0] * len(seqs)
-        if cached:
-            order = [i for m in cached for i in m]
-            for i, r in zip(order, self.groups.rewards([seqs[i] for i in order]).tolist(), strict=True):
-                out[i] = r
-        if flat:
-            batch = {k: v.to(self.device) for k, v in self.layout.collate([seqs[i] for i in flat]).items()}
-            for i, r in zip(flat, self.layout.rewards(self.model, batch).tolist(), strict=True):
-                out[i] = r
+    def forward(self, groups: list[EncodedGroup]) -> list[Output]:
+        """Raw rewards of one batch, one per response, group after group (each group's prompt computed once): groups
+        of two or more responses to a non-empty prompt on their prompt's cache where the model allows it, the rest
+        (single texts) in the layout, in one collate. With attribute outputs each entry is [reward, *attributes]."""
+        starts = [0]
+        for g in groups:
+            starts.append(starts[-1] + len(g.response_ids))
+        cache = [self.groups is not None and len(g.response_ids) > 1 and len(g.prompt_ids) > 0 for g in groups]
+        out: list[Output] = [0.0] * starts[-1]
+        for on_cache in (True, False):
+            chosen = [i for i, c in enumerate(cache) if c == on_cache]
+            if not chosen:
+                continue
+            if on_cache:
+                rewards = self.groups.rewards([groups[i] for i in chosen])
+            else:
+                batch = {k: v.to(self.device) for k, v in self.layout.collate([groups[i] for i in chosen]).items()}
+                rewards = self.layout.rewards(self.model, batch)
+            rows = [j for i in chosen for j in range(starts[i], starts[i + 1])]  # their responses' flat indices
+            for j, r in zip(rows, rewards.tolist(), strict=True):
+                out[j] = r
         return out
 
     def reward(self, raw: float) -> float | None:

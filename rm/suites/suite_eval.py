@@ -100,7 +100,7 @@ def score_suite(
     prior = load_prior_sets(data.prior_sets, renderer, report) if data.prior_sets else []
     encoded = encode_items(items + prior, tokenizer, max_length)
     layout = default_layout(reward_model, tokenizer.pad_token_id)
-    flat = score_all(reward_model, encoded.seqs, layout, options.batch_size, accelerator)
+    flat = score_all(reward_model, encoded.groups, layout, options.batch_size, accelerator)
     shut_down(accelerator)  # every reward is on every process: the group's work is done
     if not accelerator.is_main_process:
         return None
@@ -127,7 +127,7 @@ def score_suite(
         truncated=encoded.truncated,
         rewards_nonfinite=nonfinite,
         suite=suite.name,
-        texts=len(encoded.seqs),
+        texts=encoded.responses,
         texts_truncated=encoded.truncated,
         batch_size=options.batch_size,
         plots=list(PLOTS) + ([GROUP_PLOT] if has_groups(result["overall"]) else []),

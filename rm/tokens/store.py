@@ -2,13 +2,12 @@
 
 The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`: 0 is the
 best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
-`list[int]`s costs about 36 bytes per token (an 8-byte pointer and a 28-byte int object); an Arrow `list<int32>`
-column costs 4, and a memory-mapped one costs nothing until read and is shared by every process that maps the same
-file (Python lists peaked at 2.3 GiB on 160,000 + 8,000 HH pairs). Files: rm/tokens/entry.py (write_split, read_split).
+`list[int]`s costs about 36 bytes per token (a pointer and an int object); an Arrow `list<int32>` column costs 4, and a
+memory-mapped one nothing until read, shared by every process that maps it (Python lists peaked at 2.3 GiB on
+168,000 HH pairs). Scoring uses the same unit: a text is a group of one. Files: rm/tokens/entry.py.
 
-`EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`. Indexing it gives
-an `EncodedGroup` whose id fields are numpy int32 views into the table's buffers (no copy); the lengths that
-batch planning needs come as whole numpy arrays (`GroupLengths`), so a plan never builds one object per group.
+`EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`: its groups' ids are numpy
+int32 views into the table's buffers (no copy); planning reads whole length arrays (`GroupLengths`), never groups.
 """
 
 from __future__ import annotations
@@ -77,6 +76,8 @@ class EncodedGroup:
     """Attribute scores, flat [responses x A] (response k's are [k * A, (k + 1) * A)), NaN = missing; () = none."""
     target: float = math.nan
     """A pair's soft label, the target of P(chosen > rejected) (loss.strength=soft); NaN: a hard label."""
+    truncated: bool = False
+    """Scoring only, not stored: its texts lost turns or tokens to fit max_length (truncation.py's Fit.KEEP_END)."""
 
     @classmethod
     def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,

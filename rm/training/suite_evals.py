@@ -53,7 +53,7 @@ class SuiteEvals:
             items = load_items(suite, s.data, s.split, renderer, DataReport("error"))
             self.loaded.append(Loaded(suite, items, encode_items(items, tokenizer, cfg.collator.max_length)))
             log.info("suite %s: %d records, %d texts (%d cut to fit collator.max_length)", suite.name, len(items),
-                     len(self.loaded[-1].encoded.seqs), self.loaded[-1].encoded.truncated)  # fmt: skip
+                     self.loaded[-1].encoded.responses, self.loaded[-1].encoded.truncated)  # fmt: skip
             for note in suite.notes(items) if accelerator.is_main_process else []:  # said once, before training
                 log.warning("suite %s: %s", suite.name, note)
 
@@ -63,7 +63,7 @@ class SuiteEvals:
             self.layout = default_layout(self.accelerator.unwrap_model(model), self.pad)
         metrics: dict[str, float] = {}
         for one in self.loaded:
-            flat = score_all(model, one.encoded.seqs, self.layout, self.cfg.train.eval_batch_size, self.accelerator)
+            flat = score_all(model, one.encoded.groups, self.layout, self.cfg.train.eval_batch_size, self.accelerator)
             block = one.suite.block(one.items, one.encoded.item_rewards(flat))
             metrics |= suite_metrics(block)
             if self.accelerator.is_main_process:

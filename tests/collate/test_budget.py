@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from rm.collate.scoring import ScoreSeq
+from rm.collate.scoring import scored
 from rm.collate.token_budget import Rows, count_batches, fill, plan_rows, scoring_order
 
 
@@ -90,28 +90,22 @@ def test_fill_takes_items_while_the_cost_stays_within_the_budget():
     assert fill([], 10, Summed) == []
 
 
-def seq(prompt: int, response: int = 1, group: bool = True) -> ScoreSeq:
-    return ScoreSeq([prompt] * (prompt % 3 + 1), [9] * response, group=group)
+def test_count_batches_never_cut_a_group_that_fits_a_batch():
+    """Batches of 3. Groups of 2, 2, 1: the second would straddle the first cut, so the batch closes early; a group
+    of 4 (longer than a batch) fills batches in turn; groups of one are cut every 3 as they come."""
+    assert count_batches([2, 2, 1], [0, 1, 2], 3) == [[(0, 0, 2)], [(1, 0, 2), (2, 0, 1)]]
+    assert count_batches([4, 1], [0, 1], 3) == [[(0, 0, 3)], [(0, 3, 4), (1, 0, 1)]]
+    assert count_batches([1] * 5, [4, 3, 2, 1, 0], 3) == [[(4, 0, 1), (3, 0, 1), (2, 0, 1)], [(1, 0, 1), (0, 0, 1)]]
+    assert count_batches([], [], 3) == []
 
 
-def test_count_batches_never_cut_a_run_of_one_prompt_that_fits_a_batch():
-    """Batches of 3. Group runs a a | b b | c: the run b b would straddle the first cut, so the batch closes
-    early; a run of 4 (longer than a batch) fills batches in turn; texts are cut every 3 as they come."""
-    seqs = [seq(1), seq(1), seq(2), seq(2), seq(4)]
-    assert count_batches(seqs, [0, 1, 2, 3, 4], 3) == [[0, 1], [2, 3, 4]]
-    long_run = [seq(1), seq(1), seq(1), seq(1), seq(2)]
-    assert count_batches(long_run, [0, 1, 2, 3, 4], 3) == [[0, 1, 2], [3, 4]]
-    texts = [seq(1, group=False) for _ in range(5)]
-    assert count_batches(texts, [4, 3, 2, 1, 0], 3) == [[4, 3, 2], [1, 0]]
-
-
-def test_scoring_order_sorts_by_prompt_length_then_ids_then_response_length():
+def test_scoring_order_sorts_by_prompt_length_then_ids_then_longest_response():
     """Prompts as lists or int32 arrays (an `EncodedSplit`'s views) sort alike."""
     seqs = [
-        ScoreSeq(np.asarray([5, 5], dtype=np.int32), [9, 9, 9]),
-        ScoreSeq([7], [9, 9]),
-        ScoreSeq([5, 5], [9]),
-        ScoreSeq([4, 8], [9, 9]),
-        ScoreSeq([6], [9]),
+        scored(np.asarray([5, 5], dtype=np.int32), [[9], [9, 9, 9]]),
+        scored([7], [[9, 9]]),
+        scored([5, 5], [[9]]),
+        scored([4, 8], [[9, 9], [9]]),
+        scored([6], [[9]]),
     ]
     assert scoring_order(seqs) == [4, 1, 3, 2, 0]

@@ -211,7 +211,7 @@ def test_encoders_are_not_given_the_shared_layout(tokenizer):
 
 def test_packed_scoring_shares_prompts_and_equals_separate_forwards(tokenizer):
     """Scoring: texts with the same prompt share one copy of it; every reward equals a lone forward."""
-    from rm.collate.scoring import PackedScoring, ScoreSeq
+    from rm.collate.scoring import PackedScoring, scored
 
     model = RewardModel(tiny_model(tokenizer, "qwen2"))
     rng = random.Random(5)
@@ -220,20 +220,15 @@ def test_packed_scoring_shares_prompts_and_equals_separate_forwards(tokenizer):
         return [rng.randrange(2, len(tokenizer)) for _ in range(n)]
 
     p1, p2 = ids(9), ids(4)
-    seqs = [
-        ScoreSeq(p1, ids(3)),
-        ScoreSeq(p1, ids(5)),
-        ScoreSeq(p1, ids(1)),
-        ScoreSeq(p2, ids(6)),
-        ScoreSeq([], ids(7)),
-    ]
+    groups = [scored(p1, [ids(3), ids(5), ids(1)]), scored(p2, [ids(6)]), scored([], [ids(7)])]
+    texts = [(g.prompt_ids, r) for g in groups for r in g.response_ids]
     layout = PackedScoring(tokenizer.pad_token_id)
-    batch = layout.collate(seqs)
-    assert batch["input_ids"].numel() < sum(len(s) for s in seqs)  # the shared prompt is stored once
+    batch = layout.collate(groups)
+    assert batch["input_ids"].numel() < sum(len(p) + len(r) for p, r in texts)  # the shared prompt is stored once
     with torch.no_grad():
         got = layout.rewards(model, batch)
-        for i, s in enumerate(seqs):
-            t = torch.tensor([s.prompt_ids + s.response_ids])
+        for i, (prompt, response) in enumerate(texts):
+            t = torch.tensor([prompt + response])
             assert got[i].item() == pytest.approx(
                 model(input_ids=t, attention_mask=torch.ones_like(t))[0].item(), abs=1e-5
             )

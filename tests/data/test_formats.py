@@ -193,6 +193,14 @@ def test_a_source_no_format_fits_points_to_data_columns_not_to_skipping(tmp_path
     pairs = load_pairs(str(chat), "train", [], DataConfig(columns={"prompt": "messages"}))
     assert [(p.prompt, p.chosen, p.rejected) for p in pairs] == [("\n\nHuman: 2+2?\n\nAssistant:", " 4", " 5")]
 
+    # An `instruction` field alone makes a record look like UltraFeedback, whose `completions` it lacks
+    alpaca = write(tmp_path / "alpaca.jsonl", [{"instruction": "2+2?", "good": "4", "bad": "5"}])
+    with pytest.raises(DataError) as e:
+        load_pairs(str(alpaca), "train", [])
+    assert "data.columns={prompt: COLUMN" in str(e.value) and "on_bad_record" not in str(e.value)
+    mapped = DataConfig(columns={"prompt": "instruction", "chosen": "good", "rejected": "bad"})
+    assert [(p.chosen, p.rejected) for p in load_pairs(str(alpaca), "train", [], mapped)] == [("4", "5")]
+
 
 def test_hub_datasets_other_than_hh_load_once_and_filter_by_record_subset(monkeypatch):
     import datasets
@@ -221,3 +229,41 @@ def test_hub_load_failures_are_one_clear_message(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", missing)
     with pytest.raises(DataError, match=r"hironow/test-hh-rlhf-12k-ja: cannot load split 'test'.*Unknown split"):
         load_pairs("hironow/test-hh-rlhf-12k-ja", "test", [])
+
+
+class DefaultSystem:
+    """A template that writes its own system message before the first user turn when none is given, as Qwen2.5's
+    ("You are Qwen, …") and Llama 3's ("Cutting Knowledge Date: …") do."""
+
+    bos_token = None
+
+    def __init__(self, start: str, end: str):
+        self.start, self.end = start, end
+        self.chat_template = "default-system"
+
+    def apply_chat_template(self, rows, tokenize=False, add_generation_prompt=False):
+        rows = rows if rows[0]["role"] == "system" else [{"role": "system", "content": "You are helpful."}, *rows]
+        text = "".join(f"{self.start.format(role=m['role'])}{m['content']}{self.end}" for m in rows)
+        return text + (self.start.format(role="assistant") if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [ord(c) for c in text]}
+
+
+@pytest.mark.parametrize(
+    "start, end",
+    [("<|im_start|>{role}\n", "<|im_end|>\n"), ("<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>")],
+    ids=["qwen2.5", "llama3"],
+)
+def test_a_prompt_holding_template_turns_is_refused_behind_a_default_system_message(start, end):
+    """The template's user opening is looked for without the system message it writes by default: a string prompt
+    that holds the template's turns is refused naming the field, not wrapped a second time."""
+    from rm.data.formats.text_rule import prompt_messages
+    from rm.errors import RecordError
+
+    renderer = Renderer(DefaultSystem(start, end))
+    assert renderer.user_opening() == start.format(role="user").strip()
+    turns = f"{start.format(role='user')}Hi{end}"
+    with pytest.raises(RecordError, match="field 'prompt' already holds the chat template's turns"):
+        prompt_messages(turns, renderer)
+    assert prompt_messages("Hi", renderer)[0][0].content == "Hi"

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
-from rm.collate.scoring import ScoreSeq
+from rm.collate.scoring import scored
 from rm.collate.shard import EvalBatches, deal_rounds
 from rm.evaluation.gather import copy_tags, gather_once, gather_rewards
 from rm.suites.score_items import score_all
@@ -182,14 +182,14 @@ def test_training_eval_keeps_each_pairs_reward_from_its_own_batch(world):
 
 
 class CountingLayout:
-    """A scoring layout whose batch is its sequences' last response tokens and its rewards those + 1000 x the
+    """A scoring layout whose batch is its responses' last tokens and its rewards those + 1000 x the
     batch's size (which batch computed it shows); it counts forwards per process."""
 
     def __init__(self, counts: list[int]):
         self.counts = counts
 
-    def collate(self, seqs: list[ScoreSeq]) -> dict[str, torch.Tensor]:
-        return {"last": torch.tensor([s.response_ids[-1] for s in seqs], dtype=torch.float64)}
+    def collate(self, groups: list[EncodedGroup]) -> dict[str, torch.Tensor]:
+        return {"last": torch.tensor([r[-1] for g in groups for r in g.response_ids], dtype=torch.float64)}
 
     def rewards(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         self.counts.append(1)
@@ -200,7 +200,7 @@ class CountingLayout:
 def test_suite_scoring_is_one_process_scoring_bit_for_bit(world):
     # 3 prompts of different lengths and responses of 1..4 tokens: batches of 3 cut 11 sequences into 4 (13 into 5).
     for n in (11, 13):
-        seqs = [ScoreSeq([1] * (1 + i % 3), [2] * (i % 4) + [100 + i]) for i in range(n)]
+        seqs = [scored([1] * (1 + i % 3), [[2] * (i % 4) + [100 + i]]) for i in range(n)]
         counts: list[list[int]] = [[] for _ in range(world)]
 
         def work(acc: Threaded, seqs=seqs, counts=counts) -> np.ndarray:

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rm.cli import main as cli_main
-from rm.collate.scoring import PaddedLayout, ScoreSeq
+from rm.collate.scoring import PaddedLayout, scored
 from rm.errors import DataError, ModelError
 from rm.evaluation.score_file import score_file
 from rm.model.pretrained import load_reward_model
@@ -101,7 +101,7 @@ def test_too_long_texts_lose_leading_turns_and_a_too_long_response_keeps_its_end
 
 
 def test_padded_layout_tensors_and_a_swapped_layout_is_used(exported_tiny, tmp_path):
-    batch = PaddedLayout(0).collate([ScoreSeq([5, 6], [8]), ScoreSeq([7], [9, 10, 11])])
+    batch = PaddedLayout(0).collate([scored([5, 6], [[8]]), scored([7], [[9, 10, 11]])])
     assert batch["input_ids"].tolist() == [[5, 6, 8, 0], [7, 9, 10, 11]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
 
@@ -138,9 +138,9 @@ def test_records_are_written_before_later_ones_are_read_and_a_stopped_job_leaves
             yield item
         events.append("read to the end")
 
-    def scorer(model, seqs, *args):
-        events.append(f"scored {len(seqs)}")
-        return real_score(model, seqs, *args)
+    def scorer(model, groups, *args):
+        events.append(f"scored {sum(len(g.response_ids) for g in groups)}")
+        return real_score(model, groups, *args)
 
     real_read, real_score = module.read_file, module.score_outputs
     monkeypatch.setattr(module, "read_file", reader)
@@ -345,15 +345,14 @@ def test_a_group_is_one_segment_in_one_batch_and_long_groups_fit_by_the_one_rule
     are never cut inside a group's run of responses that fits one (pairs' and texts' batches stay as they
     were). A group whose prompt is too long loses its leading turns as a pair's does (rm/tokens/truncation.py):
     each reward equals the last turn and that response scored alone, and the record says it was truncated."""
-    from rm.collate.scoring import PackedScoring
-    from rm.collate.token_budget import count_batches as batches
+    from rm.collate.scoring import PackedScoring, batches, scored
 
     seen = []
 
     class Spy(PackedScoring):
-        def collate(self, seqs):
-            batch = super().collate(seqs)
-            seen.append((seqs, batch))
+        def collate(self, groups):
+            batch = super().collate(groups)
+            seen.append((groups, batch))
             return batch
 
     turn, last = CONVO.format(a=1, b=3), "\n\nHuman: Sure?\n\nAssistant:"
@@ -373,20 +372,18 @@ def test_a_group_is_one_segment_in_one_batch_and_long_groups_fit_by_the_one_rule
     assert out[0]["truncated"] is True and "truncated" not in out[1]
     assert out[0]["rewards"] == pytest.approx([plain_reward(exported_tiny, last + a) for a in answers], abs=1e-5)
 
-    [(seqs, batch)] = seen  # both groups in one batch, each prompt once
-    prompts = {tuple(s.prompt_ids) for s in seqs}
-    assert len(seqs) == 6 and len(prompts) == 2
+    [(groups, batch)] = seen  # both groups in one batch, each prompt once
+    prompts = {tuple(g.prompt_ids) for g in groups}
+    assert sum(len(g.response_ids) for g in groups) == 6 and len(groups) == len(prompts) == 2
     assert int((batch["segment_ids"] == 0).sum()) == sum(len(p) for p in prompts)
 
-    # The batch rule itself: prompt runs A A | B B B C at 4 a batch; a run longer than a batch fills batches.
-    from rm.collate.scoring import ScoreSeq
-
-    seqs = [ScoreSeq([p], [9], group=True) for p in (1, 1, 2, 2, 2, 3)]
-    assert batches(seqs, list(range(6)), 4) == [[0, 1], [2, 3, 4, 5]]
-    assert batches(seqs, list(range(6)), 2) == [[0, 1], [2, 3], [4, 5]]
-    assert batches([ScoreSeq([1], [9], group=True)] * 5, list(range(5)), 2) == [[0, 1], [2, 3], [4]]
-    pairs = [ScoreSeq([p], [9]) for p in (1, 1, 2, 2, 2, 3)]  # texts and pairs: cut as they always were
-    assert batches(pairs, list(range(6)), 4) == [[0, 1, 2, 3], [4, 5]]
+    # The batch rule itself: groups of prompts A A | B B B | C at 4 a batch, texts of one prompt merged into one
+    # group; a group longer than a batch fills batches in turn, each batch's rows are the responses' flat indices.
+    texts = [scored([p], [[9]]) for p in (1, 1, 2, 2, 2, 3)]
+    assert [b.rows for b in batches(texts, 4)] == [[0, 1], [2, 3, 4, 5]]
+    assert [b.rows for b in batches(texts, 2)] == [[0, 1], [2, 3], [4, 5]]
+    assert [[len(g.response_ids) for g in b.groups] for b in batches(texts, 2)] == [[2], [2], [1, 1]]
+    assert [b.rows for b in batches([scored([1], [[9]] * 5)], 2)] == [[0, 1], [2, 3], [4]]
 
 
 def test_bad_group_records_name_file_line_and_field(exported_tiny, tmp_path):

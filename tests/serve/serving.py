@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from rm.collate.scoring import PaddedLayout
 from rm.evaluation.record_texts import ScoreText, texts_of
-from rm.evaluation.score_file import encode_texts, score_seqs
+from rm.evaluation.score_file import encode_texts, score_rewards
 from rm.serve.app import build_app
 from rm.serve.scorer import Scorer, load_scorer
 from rm.serve.serve_config import ServeConfig
@@ -108,10 +108,11 @@ async def asgi_post(
 
 def reference(scorer: Scorer, texts: list[ScoreText]) -> list[tuple[float, bool]]:
     """(reward, truncated) per text of one item, each scored alone in a padded batch of one, through `rm score`'s
-    encode_texts and score_seqs: what the server's batching must reproduce."""
-    seqs = encode_texts(scorer.tokenizer, texts, scorer.max_length, scorer.prefix)
-    rewards = score_seqs(scorer.model, seqs, PaddedLayout(scorer.tokenizer.pad_token_id), 1, scorer.device)
-    return [(r, s.truncated) for r, s in zip(rewards, seqs, strict=True)]
+    encode_texts and score_rewards: what the server's batching must reproduce."""
+    groups = encode_texts(scorer.tokenizer, texts, scorer.max_length, scorer.prefix)
+    rewards = score_rewards(scorer.model, groups, PaddedLayout(scorer.tokenizer.pad_token_id), 1, scorer.device)
+    truncated = [g.truncated for g in groups for _ in g.response_ids]  # per text
+    return list(zip(rewards, truncated, strict=True))
 
 
 def text_reference(scorer: Scorer, text: str) -> tuple[float, bool]:

@@ -145,5 +145,5 @@ def test_a_model_error_fails_that_batch_with_a_logged_request_id_and_the_server_
 
 def test_group_items_stay_whole_when_encoded(scorer):
     """A group's responses are fitted together (one prompt for all), as `rm score` fits a K-response record."""
-    seqs = scorer.encode([ScoreText(GROUP_KEY, "\n\nHuman: hi\n\nAssistant:", r) for r in (" a", " bb")])
-    assert seqs[0].prompt_ids == seqs[1].prompt_ids and all(s.group for s in seqs)
+    groups = scorer.encode([ScoreText(GROUP_KEY, "\n\nHuman: hi\n\nAssistant:", r) for r in (" a", " bb")])
+    assert len(groups) == 1 and len(groups[0].response_ids) == 2 and len(groups[0].prompt_ids)

@@ -108,12 +108,12 @@ def test_a_request_whose_client_has_gone_is_never_scored(scorer):
     gate, busy = threading.Event(), threading.Event()
     forwarded: list[int] = []
 
-    def blocking(seqs):
-        forwarded.append(len(seqs))
+    def blocking(groups):
+        forwarded.append(sum(len(g.response_ids) for g in groups))
         if not gate.is_set():
             busy.set()
             assert gate.wait(2 * DEADLINE)  # longer than the wait for B below
-        return scorer.forward(seqs)
+        return scorer.forward(groups)
 
     leave = threading.Event()
 

@@ -10,6 +10,7 @@ from serving import TEMPLATE, client, padded, scorer_for, text_reference
 from transformers import AutoTokenizer
 
 import rm
+from rm.collate import scoring
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText, texts_of
 from rm.evaluation.score_file import score_file
 
@@ -70,12 +71,14 @@ def test_flat_texts_of_one_prompt_compute_it_once_with_each_texts_own_reward(sco
     assert got.status_code == 200, got.text
     assert got.json()["rewards"] == pytest.approx(expected, abs=1e-5)
     assert len(set(expected)) == len(texts)  # distinct rewards: a mix-up of order would show
-    seqs = [scorer.encode(texts_of({"text": t}, "request"))[0] for t in texts]  # as the server reads them
-    lengths = sorted(len(s) for s in seqs[:-1])
-    assert [len(s) for s in seqs[:-1]] != lengths and len(set(lengths)) > 2  # the two prompts' lengths interleave
-    once = {tuple(s.prompt_ids): len(s.prompt_ids) for s in seqs[:-1]}
+    items = [scorer.encode(texts_of({"text": t}, "request")) for t in texts]  # as the server reads them
+    assert all(len(item) == 1 and len(item[0].response_ids) == 1 for item in items)  # each text a group of one
+    each, last = [item[0] for item in items[:-1]], items[-1][0]
+    lengths = [scoring.tokens(g) for g in each]
+    assert lengths != sorted(lengths) and len(set(lengths)) > 2  # the two prompts' lengths interleave
+    once = {tuple(g.prompt_ids): len(g.prompt_ids) for g in each}
     assert len(once) == 2
-    assert tokens == sum(once.values()) + sum(len(s.response_ids) for s in seqs[:-1]) + len(seqs[-1])
+    assert tokens == sum(once.values()) + sum(len(g.response_ids[0]) for g in each) + scoring.tokens(last)
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["hh-text", "chat-template"])
@@ -151,8 +154,8 @@ def test_health_and_info(scorer):
         info = c.get("/info").json()
     assert (before["scored"], before["tokens"], before["busy_seconds"]) == (0, 0, 0.0)
     hh = "\n\nHuman: Hi.\n\nAssistant:"  # a text prompt is the user's turn (rm/data/formats/text_rule.py)
-    seqs = scorer.encode([ScoreText(GROUP_KEY, hh, " " + r) for r in ["a", "bb", "ccc"]])
-    prompt_once = len(seqs[0].prompt_ids) + sum(len(s.response_ids) for s in seqs)
+    (group,) = scorer.encode([ScoreText(GROUP_KEY, hh, " " + r) for r in ["a", "bb", "ccc"]])
+    prompt_once = len(group.prompt_ids) + sum(len(r) for r in group.response_ids)
     assert info.pop("scored") == 3 and info.pop("tokens") == prompt_once and info.pop("busy_seconds") > 0
     assert info == {
         "model": scorer.name,

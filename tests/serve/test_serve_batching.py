@@ -7,9 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from serving import client, padded, reference, scorer_for, text_reference
 
-from rm.collate.scoring import ScoreSeq
+from rm.collate.scoring import scored
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText
 from rm.serve.batch_plan import Job, Part, plan
+from rm.tokens.store import EncodedGroup
 
 WORDS = "the a sky is blue two plus four makes six answer question why because water wet cold".split()
 
@@ -85,8 +86,14 @@ def test_a_random_concurrent_mix_gets_rm_scores_rewards_whatever_the_batching(ex
     assert truncated > 0  # the cut texts were checked too
 
 
-def seq(prompt: int, response: int, tag: int = 0) -> ScoreSeq:
-    return ScoreSeq([tag] * prompt, [tag + 1] * response)
+def group(prompt: int, responses: list[int], tag: int = 0) -> EncodedGroup:
+    """A prompt of `prompt` tokens and responses of these lengths (ids `tag` and `tag + 1`)."""
+    return scored([tag] * prompt, [[tag + 1] * r for r in responses])
+
+
+def seq(prompt: int, response: int, tag: int = 0) -> EncodedGroup:
+    """One text: a group of one."""
+    return group(prompt, [response], tag)
 
 
 def test_plan_keeps_to_the_budget_longest_first_and_groups_whole():
@@ -94,22 +101,23 @@ def test_plan_keeps_to_the_budget_longest_first_and_groups_whole():
     as wide as the batch's first (longest) part; a group too large for the budget is cut into parts."""
     done = lambda rewards: None  # noqa: E731
     small = Job("a", [[seq(5, 3)], [seq(2, 2)]], done)
-    group = Job("b", [[seq(10, 4, 7), seq(10, 6, 7), seq(10, 2, 7)]], done)  # segment 10 + 12 = 22
-    huge = Job("c", [[seq(30, 10, 9) for _ in range(4)]], done)  # 30 + 40 = 70 > the budget of 64
-    batches = plan([small, group, huge], budget=64, shared=True, max_row=1000)
+    three = Job("b", [[group(10, [4, 6, 2], 7)]], done)  # segment 10 + 12 = 22
+    huge = Job("c", [[group(30, [10] * 4, 9)]], done)  # 30 + 40 = 70 > the budget of 64
+    batches = plan([small, three, huge], budget=64, shared=True, max_row=1000)
     widths = [[p.width for p in batch] for batch in batches]
     flat = [w for batch in widths for w in batch]
     assert flat == sorted(flat, reverse=True)  # longest first
     for batch in batches:  # rows of the first part's width, packed first-fit: within the budget
         assert batch_slots(batch) <= 64 or len(batch) == 1
     parts_c = [p for batch in batches for p in batch if p.job is huge]
-    assert [len(p.seqs) for p in parts_c] == [3, 1]  # 30 + 30 = 60 fits, the fourth response makes a part of its own
-    parts_b = [p for batch in batches for p in batch if p.job is group]
-    assert len(parts_b) == 1 and len(parts_b[0].seqs) == 3  # kept whole: its prompt computed once
-    padded_batches = plan([small, group], budget=40, shared=False, max_row=1000)
-    for batch in padded_batches:  # one row per sequence, as wide as the longest
-        seqs = [s for p in batch for s in p.seqs]
-        assert len(seqs) * max(len(s) for s in seqs) <= 40 or len(batch) == 1
+    assert [len(p.group.response_ids) for p in parts_c] == [3, 1]  # 30 + 30 = 60 fits, the fourth makes its own part
+    assert [p.start for p in parts_c] == [0, 3]  # where each part's rewards go among the item's
+    parts_b = [p for batch in batches for p in batch if p.job is three]
+    assert len(parts_b) == 1 and len(parts_b[0].group.response_ids) == 3  # kept whole: its prompt computed once
+    padded_batches = plan([small, three], budget=40, shared=False, max_row=1000)
+    for batch in padded_batches:  # one row per response, as wide as the longest
+        rows = [len(p.group.prompt_ids) + len(r) for p in batch for r in p.group.response_ids]
+        assert len(rows) * max(rows) <= 40 or len(batch) == 1
 
 
 def batch_slots(batch: list[Part]) -> int:
@@ -131,10 +139,10 @@ def test_arrivals_join_the_next_batch_and_a_passed_over_job_is_served_within_two
     def make(name: str, length: int, items: int) -> Job:
         return Job(name, [[seq(1, length - 1)] for _ in range(items)], lambda r: done.setdefault(name, r))
 
-    def forward(seqs: list[ScoreSeq]) -> list[float]:
+    def forward(groups: list[EncodedGroup]) -> list[float]:
         if arrivals:  # a client answered by this batch is back with a long request while it runs
             batcher.queue.put(make(arrivals.pop(0), 20, 2))
-        return [float(len(s)) for s in seqs]
+        return [float(len(g.prompt_ids) + len(r)) for g in groups for r in g.response_ids]
 
     batcher = Batcher(forward, shared=False, max_batch_tokens=40, max_wait_ms=0)
     real_score = batcher._score
@@ -146,3 +154,63 @@ def test_arrivals_join_the_next_batch_and_a_passed_over_job_is_served_within_two
     assert order[:3] == [["long0"], ["long1"], ["short"]]  # long1 came during batch 1; short waited two batches
     assert set(done) == {"short", *(f"long{i}" for i in range(5))}
     assert done["short"] == [[4.0]] and done["long3"] == [[20.0], [20.0]]
+
+
+@pytest.mark.parametrize(("shared", "cached"), [(True, True), (True, False), (False, False)])
+def test_an_item_of_several_groups_gets_its_rewards_in_text_order(shared, cached):
+    """An item whose texts were encoded as several groups (a response fitted on its own), its groups cut into parts
+    by a small budget and batched with another job: each reward lands at its text's flat index in the item."""
+    from rm.serve.batcher import Batcher
+
+    done: dict[str, list] = {}
+    seen: list[list[EncodedGroup]] = []
+
+    def forward(groups: list[EncodedGroup]) -> list[float]:  # a reward that names its response: tag and length
+        seen.append(groups)
+        return [float(100 * g.prompt_ids[0] + len(r)) for g in groups for r in g.response_ids]
+
+    item = [group(6, [3, 9, 5, 7], 1), group(2, [30], 3), group(6, [4, 2], 1)]  # one prompt, the long text alone
+    other = [[seq(4, 8, 5)], [group(3, [1, 2], 7)]]
+    expected = [100.0 * g.prompt_ids[0] + len(r) for g in item for r in g.response_ids]
+    batcher = Batcher(forward, shared=shared, max_batch_tokens=24, max_wait_ms=0, max_row=20, cached=cached)
+    batcher.queue.put(Job("item", [item], lambda r: done.setdefault("item", r)))
+    batcher.queue.put(Job("other", other, lambda r: done.setdefault("other", r)))
+    batcher.start()
+    batcher.stop()
+    assert done["item"] == [expected]
+    assert done["other"] == [[508.0], [701.0, 702.0]]
+    assert len(seen) > 1 and max(len(g.response_ids) for b in seen for g in b) < 4  # the group was cut into parts
+    assert batcher.scored == 10
+
+
+@pytest.mark.parametrize("layout", ["shared", "padded"])
+def test_a_group_with_a_response_fitted_on_its_own_keeps_each_texts_reward_and_flag(exported_tiny, layout):
+    """/score_groups with a response too long for max_length even alone: `rm score` then fits the group's texts one
+    by one (an item of several groups); the server answers each text's reward and flag in the request's order."""
+    base = scorer_for(str(exported_tiny), max_length=40)
+    scorer = base if layout == "shared" else padded(base)
+    prompt = "\n\nHuman: Why is the sky blue on a clear day?\n\nAssistant:"
+    responses = [" Light scatters.", " " + " ".join(WORDS * 4), " Air.", " Blue light scatters most."]
+    texts = [ScoreText(GROUP_KEY, prompt, r) for r in responses]
+    groups = scorer.encode(texts)
+    assert len(groups) > 1 and sum(len(g.response_ids) for g in groups) == 4  # fitted one by one
+    expected = reference(scorer, texts)
+    with client(scorer, max_batch_tokens=64) as c:
+        got = c.post("/score_groups", json={"groups": [{"prompt": prompt, "responses": responses}]})
+    assert got.status_code == 200, got.text
+    assert got.json()["rewards"] == [pytest.approx([r for r, _ in expected], abs=1e-5)]
+    assert got.json()["truncated"] == [[t for _, t in expected]]
+    assert len({round(r, 6) for r, _ in expected}) == 4  # distinct rewards: a mix-up of order would show
+
+
+def test_serving_plans_on_scorings_unit():
+    """rm serve plans and scores `EncodedGroup`s with `rm.collate.scoring`'s helpers: no second text unit, no
+    second segment count (a second copy of either drifts from what the layouts lay out)."""
+    from pathlib import Path
+
+    import rm.serve
+
+    for path in Path(rm.serve.__file__).parent.glob("*.py"):
+        source = path.read_text()
+        for name in ("ScoreSeq", "prompt_runs", "def segment", "def shared_length", "same_ids"):
+            assert name not in source, f"{path.name} names {name}"

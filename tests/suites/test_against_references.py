@@ -142,9 +142,9 @@ def test_texts_are_formatted_as_rewardbench_formats_them_for_a_sequence_classifi
             (theirs["text_rejected"], item.responses[1]),
         ):
             assert tok.bos_token + item.prompt + response == text
-            seq = encode_texts(
+            [seq] = encode_texts(
                 tok, [ScoreText("reward", item.prompt, response, item.turn_starts)], 10_000, [tok.bos_token_id]
-            )[0]
+            )
             whole = tok(text)["input_ids"]
             whole = whole[1:] if whole[:2] == [tok.bos_token_id] * 2 else whole
-            assert list(seq.prompt_ids) + list(seq.response_ids) == whole
+            assert list(seq.prompt_ids) + list(seq.response_ids[0]) == whole

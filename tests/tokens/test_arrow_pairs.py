@@ -8,7 +8,7 @@ from conftest import packed_cost, padded_cost, random_pairs
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches, shared_cost
-from rm.collate.scoring import PackedScoring, PaddedLayout, ScoreSeq
+from rm.collate.scoring import PackedScoring, PaddedLayout, by_prompt, scored
 from rm.collate.shard import EvalBatches
 from rm.collate.token_budget import order_key as _order_key
 from rm.tokens.store import EncodedGroup, EncodedSplit
@@ -57,13 +57,16 @@ def test_layouts_and_plans_are_the_same_for_list_and_arrow_pairs(pairs, layout):
 
 @pytest.mark.parametrize("layout", [PaddedLayout(0), PackedScoring(0)], ids=["padded", "packed"])
 def test_scoring_layouts_take_array_ids_as_they_take_lists(pairs, layout):
-    """Two sequences share a prompt (grouped by equal ids, not by `==` on arrays, which compares elementwise)."""
-    seqs = [ScoreSeq(p.prompt_ids, r) for p in pairs[:6] for r in (p.chosen_ids, p.rejected_ids)]
+    """A pair is a group of two on one prompt, laid out from lists as from an `EncodedSplit`'s int32 views."""
+    seqs = [scored(p.prompt_ids, [p.chosen_ids, p.rejected_ids]) for p in pairs[:6]]
     split = EncodedSplit.from_groups(pairs[:6])
-    arrays = [ScoreSeq(p.prompt_ids, r) for p in split for r in (p.chosen_ids, p.rejected_ids)]
+    arrays = [scored(p.prompt_ids, [p.chosen_ids, p.rejected_ids]) for p in split]
     got, want = layout.collate(arrays), layout.collate(seqs)
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
     if isinstance(layout, PackedScoring):  # the prompt is in the rows once per pair, not once per sequence
         assert int((got["segment_ids"] == 0).sum()) == sum(len(p.prompt_ids) for p in pairs[:6])
+    merged = by_prompt(seqs + arrays)  # equal ids merged whether lists or arrays: each prompt once
+    assert len(merged) == len({tuple(p.prompt_ids) for p in pairs[:6]})
+    assert sorted(i for _, rows in merged for i in rows) == list(range(24))
     order = sorted(range(len(seqs)), key=lambda i: _order_key(seqs[i]))
     assert sorted(range(len(arrays)), key=lambda i: _order_key(arrays[i])) == order

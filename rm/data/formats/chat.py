@@ -127,8 +127,13 @@ class Renderer:
                     text = self._apply([Message("user", MARK)], generation=False)
                 except RecordError:  # a template that takes no lone user message: nothing to look for
                     text = ""
-            opening = text[: max(text.find(MARK), 0)].removeprefix(self.bos).strip()
-            self._opening = "" if opening in ("", "Human:") else opening
+            before, _, after = text.partition(MARK)
+            opening = before.removeprefix(self.bos).strip()
+            # A template that writes a default system message first (Qwen2.5, Llama 3) closes it as it closes the
+            # user's: the opening is what follows that close ("<|im_start|>user", not the system text before it).
+            if (close := after.strip()) and close in opening:
+                opening = opening.rsplit(close, 1)[1].strip()
+            self._opening = "" if opening in ("", "Human:") or MARK not in text else opening
         return self._opening
 
     @property

@@ -103,6 +103,29 @@ def detect_format(record: Any) -> str | None:
     return None
 
 
+def unmapped(record: Any, error: RecordError, fmt: str = "") -> RecordError:
+    """A record that failed in the format its fields suggest, but holds a message list under a name rm does
+    not read ({"messages": [...], "chosen": str}), or was taken for a format by a field that is not its responses
+    ({"instruction": ..., "output": ...} for UltraFeedback): every record of such a source would fail alike, so
+    the way out is data.columns, not skipping them. Any other failure is returned as it is."""
+    items = record.items() if isinstance(record, dict) else []
+    lists = [k for k, v in items if k not in PAIR_FIELDS and is_message_list(v)]
+    taken = [name for name, f in K_FORMATS.items() if f == fmt]  # the responses' field that was not there
+    if not lists and taken and not any(name in record for name in taken) and error.reason == "missing_field":
+        fields = ", ".join(sorted(map(str, record)))
+        return RecordError(
+            "unknown_format", f"{error.message} (read as {fmt} from its fields: {fields}); {COLUMNS_HINT}"
+        )
+    if not lists:
+        return error
+    return RecordError(
+        "unknown_format",
+        f"{error.message}; the messages in field {lists[0]!r} are not read under that name: "
+        f"map them with data.columns={{prompt: {lists[0]}}} (--columns prompt={lists[0]})",
+        lists[0],
+    )
+
+
 def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
