@@ -8,7 +8,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup references demo test lint format bench clients clean
+.PHONY: setup references demo test coverage lint format bench clients clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -38,6 +38,10 @@ demo: setup
 
 test: setup references
 	$(BIN)/python -m pytest -q
+
+# Line coverage of rm/ over the whole suite, launched processes included ([tool.coverage.run] in pyproject.toml).
+coverage: setup references
+	$(BIN)/python -m pytest -q --cov --cov-report=term:skip-covered
 
 # Throughput against TRL on the real HH file (about 15 minutes; see scripts/bench_train.py).
 bench: setup

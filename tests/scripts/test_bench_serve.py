@@ -4,6 +4,7 @@ latency is known. No timing of rm is checked: the numbers are the machine's."""
 
 import asyncio
 import json
+import statistics
 import sys
 
 import httpx
@@ -77,11 +78,13 @@ def test_against_modes_send_what_their_counterparts_send_and_are_reported_agains
 
 
 def test_load_rates_follow_the_latency():
+    """Little's law on the latencies the load measured, not a throughput: a busy machine stretches the latencies
+    (never below the server's 50 ms) and the rate with them, by the same formula."""
     out = run(fake_server(0.05))
-    # 4 clients, each always waiting on one 50 ms request: 80 requests/s, 2 responses each
-    assert out["requests_per_s"] == pytest.approx(80, rel=0.25)
+    # 4 clients, each always waiting on one request: 4 / (mean latency) requests/s, 2 responses each
+    assert min(out["latencies"]) >= 0.05
+    assert out["requests_per_s"] == pytest.approx(4 / statistics.fmean(out["latencies"]))
     assert out["responses_per_s"] == pytest.approx(2 * out["requests_per_s"])
-    assert out["counted_responses_per_s"] == pytest.approx(out["responses_per_s"], rel=0.3)
     assert (out["errors"], out["lost"]) == (0, 0) and out["sent"] > 2 * 4
 
 
@@ -89,8 +92,10 @@ def test_load_counts_wrong_replies_as_errors():
     out = run(fake_server(0.02, wrong_every=3))
     assert out["errors"] == out["sent"] // 3 and out["lost"] == 0
     assert out["first_error"] == 'HTTP 200: {"rewards":[0.5]}'  # one reward for two texts
-    # the clients spend a third of their time on wrong replies: 2/3 of 4 / 20 ms requests/s are answers
-    assert out["requests_per_s"] == pytest.approx(2 / 3 * 200, rel=0.25)
+    # A wrong reply occupies its client but is no answer: the rate counts the answered two thirds (their latencies
+    # and the wrong ones' alike, 20 ms plus the machine's delays; 25% covers the difference of their means).
+    answered = out["requests_per_s"] * statistics.fmean(out["latencies"]) / 4
+    assert answered == pytest.approx(2 / 3, rel=0.25)
 
 
 def test_the_request_pool_is_what_fits_whole_with_the_exported_tokenizers_counts(tmp_path):
