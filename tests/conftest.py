@@ -235,3 +235,13 @@ def packed_cost(pairs: list[EncodedGroup], pack_length: int) -> int:
 
     sequences = [len(p.prompt_ids) + len(r) for p in pairs for r in (p.chosen_ids, p.rejected_ids)]
     return shared_cost(sorted(sequences, reverse=True), pack_length)
+
+
+@pytest.fixture(scope="session")
+def launched(exported_tiny, tmp_path_factory):
+    """`launched(N)`: the one job of N processes (2 or 3) a session runs the "N processes = 1 process" scenarios in
+    (tests/launched/): `launched(2).run("budgets")` is that scenario's output_dir, or the test fails with its
+    traceback."""
+    from launched.launch import Launches
+
+    return Launches(tmp_path_factory.mktemp("launched"), {"exported_tiny": str(exported_tiny)})

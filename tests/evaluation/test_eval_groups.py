@@ -6,9 +6,6 @@ test (under `accelerate launch`)."""
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -390,6 +387,7 @@ def mixed_groups() -> list[EncodedGroup]:
 
 
 def worker(out: str) -> None:
+    """The `eval_groups` scenario of the shared launches (tests/launched/scenarios.py), in each process."""
     accelerator = Accelerator()
     groups = mixed_groups()
     plan = PairBatches(groups, "padded", 3, shuffle=False)
@@ -407,20 +405,12 @@ def worker(out: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3])
-def test_groups_are_gathered_exactly_under_several_processes(processes, tmp_path):
-    from test_eval_multiprocess import ACCELERATE, REPO, free_port
-
+def test_groups_are_gathered_exactly_under_several_processes(launched, processes):
     groups = mixed_groups()
     one = gathered_of(
         groups, list(EvalBatches(PairBatches(groups, "padded", 3, shuffle=False), 0, 1)), TokenAttributes()
     )
-    cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
-    env = os.environ | {"ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    out = tmp_path / "gathered.json"
-    proc = subprocess.run(cmd + [__file__, str(out)], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    many = json.loads(out.read_text())
+    many = json.loads((launched(processes).out("eval_groups") / "gathered.json").read_text())  # `worker` above
     assert many["processes"] == processes
     for key, value in one.items():  # attribute scores hold NaN (missing): compared as arrays
         np.testing.assert_array_equal(np.array(many[key], dtype=float), value.double().numpy(), err_msg=key)
@@ -429,7 +419,3 @@ def test_groups_are_gathered_exactly_under_several_processes(processes, tmp_path
     assert many["result"] == metrics.json_safe(expected)
     assert many["result"]["attributes"]["v"]["overall"]["missing"] > 0
     assert many["result"]["soft_calibration"]["n"] == int(np.isfinite(many["target"]).sum()) > 0
-
-
-if __name__ == "__main__":
-    worker(sys.argv[1])

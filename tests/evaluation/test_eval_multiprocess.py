@@ -2,52 +2,27 @@
 the eval set (61 pairs) divides evenly neither into batches nor across the processes.
 
 `accelerate launch --cpu --num_processes 2` starts ONE process (accelerate 1.x only fans out on CPU
-through mpirun), so the launch here is `--multi_gpu` (torchrun) with ACCELERATE_USE_CPU=1, which gives
-two gloo processes; the tests check that two processes really ran.
+through mpirun), so the session's shared launches (tests/launched/: the `eval_train` and `eval_rewards`
+scenarios) use configs/accelerate/cpu-ddp.yaml (torchrun) with ACCELERATE_USE_CPU=1, which gives gloo
+processes; the tests check that two and three processes really ran.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import QUICKSTART, REPO, TINY
 from rm.config import DataConfig
 from rm.data.load import load_pairs, subset_counts
 from rm.evaluation.eval_report import EvalOptions
 from rm.evaluation.eval_report import evaluate_model as eval_main
 
-ACCELERATE = str(Path(sys.executable).parent / "accelerate")
-
-
-def free_port() -> int:
-    """A port nobody listens on, so concurrent test runs do not collide on torchrun's default 29500."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
-    cmd = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
-    env = os.environ | {"ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd + ["-m", "rm", *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
 
 @pytest.mark.slow
-def test_two_processes_count_every_eval_pair_once(tmp_path):
-    out = tmp_path / "run"
+def test_two_processes_count_every_eval_pair_once(launched, tmp_path):
     # eval_batch_size 16: batches of 16, 16, 16, 13 -> two per process (rm/collate/shard.py's EvalBatches).
-    launch("train", str(QUICKSTART), *TINY, "train.max_steps=4", "train.eval_steps=2", "train.save_steps=0",
-           f"output_dir={out}")  # fmt: skip
+    out = launched(2).run("eval_train")  # `rm train` TINY, 4 steps, evals at 2 and 4, on 2 processes
     held = load_pairs(str(out / "data"), "test", [])
     saved = json.loads((out / "eval.json").read_text())
     assert saved["train"]["processes"] == 2
@@ -70,12 +45,11 @@ def test_two_processes_count_every_eval_pair_once(tmp_path):
     eval_main(str(out / "export"), DataConfig(source=str(out / "data")), tmp_path / "one", EvalOptions(batch_size=8))
     rows = {"one": [json.loads(line) for line in (tmp_path / "one" / "rewards.jsonl").read_text().splitlines()]}
     for processes, name in ((2, "two"), (3, "three")):
-        launch("eval", "--model", str(out / "export"), "--data", str(out / "data"), "--out", str(tmp_path / name),
-               "--batch-size", "8", processes=processes)  # fmt: skip
-        rows[name] = [json.loads(line) for line in (tmp_path / name / "rewards.jsonl").read_text().splitlines()]
+        scored = launched(processes).run("eval_rewards")  # `rm eval` of out/export, --batch-size 8
+        rows[name] = [json.loads(line) for line in (scored / "rewards.jsonl").read_text().splitlines()]
         assert [r["origin"] for r in rows[name]] == [r["origin"] for r in rows["one"]] == [p.origin for p in held]
         for key in ("chosen_reward", "rejected_reward"):
             assert np.allclose([r[key] for r in rows[name]], [r[key] for r in rows["one"]], atol=1e-5)
-        many = json.loads((tmp_path / name / "eval.json").read_text())
+        many = json.loads((scored / "eval.json").read_text())
         assert many["eval"]["processes"] == processes and many["overall"]["n"] == 61
         assert many["overall"]["accuracy"] == pytest.approx(saved["overall"]["accuracy"])

@@ -1,19 +1,17 @@
 """A wrapped architecture with per-layer-type masks under DDP: Cohere 2 (rm's head; alternating 16-token
 sliding-window and full layers, so the shared layout gets a dict of masks), 2 processes at batch 4
-against 1 process at batch 8, launched as users launch. The argument for equal losses and the 1e-5
+against 1 process at batch 8, the 2 processes launched as users launch (the `wrapped` scenario of the
+session's shared launch, tests/launched/scenarios.py). The argument for equal losses and the 1e-5
 tolerance is that of tests/training/test_distributed.py; here it also checks that the masks built on
 each process's own packed rows, and the wrapped class, change nothing in it.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import QUICKSTART, REPO, TINY
+from conftest import QUICKSTART, TINY
 from rm.config import load_config
 from rm.training.run import main
 
@@ -30,15 +28,10 @@ def losses(run: Path) -> list[float]:
     return [json.loads(line)["loss"] for line in (run / "train_log.jsonl").read_text().splitlines()]
 
 
-def test_two_processes_match_one_with_a_wrapped_windowed_model(tmp_path):
-    two = tmp_path / "two"
-    accelerate = Path(sys.executable).parent / "accelerate"
-    cmd = [str(accelerate), "launch", "--config_file", "configs/accelerate/cpu-ddp.yaml", "-m", "rm", "train"]
-    cmd += [str(QUICKSTART), *COMMON, "train.batch_size=4", f"output_dir={two}"]
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    log = proc.stdout + proc.stderr
+@pytest.mark.slow
+def test_two_processes_match_one_with_a_wrapped_windowed_model(launched, tmp_path):
+    two = launched(2).run("wrapped")  # `rm train` at batch 4 on 2 processes (tests/launched/scenarios.py)
+    log = launched(2).output("wrapped")
     assert "Cohere2ForSequenceClassification" in log
     assert "layout: shared (the model reproduces separate forwards" in log, log[-3000:]
 

@@ -1,5 +1,6 @@
-"""Run under torchrun by test_cache_run.py: `rm train CONFIG [key=value ...]`, with a file
-`<output_dir>/encoded-<rank>` written each time this process tokenizes the splits itself."""
+"""`rm train CONFIG [key=value ...]` with a file `<output_dir>/encoded-<rank>` written each time this process
+tokenizes the splits itself: the `tokenize_once` scenario of the shared 2-process launch (tests/launched/), which
+test_cache_run.py reads."""
 
 import os
 import sys
@@ -19,7 +20,10 @@ def count(argv: list[str]) -> None:
         return encode(*args, **kwargs)
 
     prepare.encode_splits = counted
-    main(cfg)
+    try:
+        main(cfg)
+    finally:  # the launch runs other scenarios in this process after this one
+        prepare.encode_splits = encode
 
 
 if __name__ == "__main__":

@@ -3,14 +3,11 @@ that tokenizes, a trained tokenizer reused, and under 2 processes the splits tok
 
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import HH_HARMLESS_TEST, QUICKSTART, REPO, TINY_MODEL
+from conftest import HH_HARMLESS_TEST, QUICKSTART, TINY_MODEL
 from rm.config import load_config
 from rm.training.run import main
 
@@ -50,14 +47,10 @@ def test_a_cached_run_is_the_run_that_tokenized(tmp_path, caplog):
     assert json.loads(files(tmp_path / "plain")["data_report.json"])["skipped"] == {"empty_response": 4}
 
 
-def test_two_processes_tokenize_once(tmp_path):
-    out, cache_dir = tmp_path / "two", tmp_path / "cache"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(REPO / "tests" / "training" / "encode_counter.py"), str(QUICKSTART), *RUN]
-    cmd += [f"output_dir={out}", f"data.cache_dir={cache_dir}"]
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.slow
+def test_two_processes_tokenize_once(launched):
+    out = launched(2).run("tokenize_once")  # `rm train` RUN on 2 processes, in the shared launch (tests/launched/)
+    cache_dir = launched(2).out("tokenize_once") / "cache"
     assert sorted(p.name for p in out.glob("encoded-*")) == ["encoded-0"]  # rank 1 read what rank 0 stored
     assert len(list(cache_dir.glob("data-*"))) == 1 and len(list(cache_dir.glob("tokenizer-*"))) == 1
     assert (

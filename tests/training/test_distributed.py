@@ -1,8 +1,10 @@
 """Several processes of DDP (gloo, CPU) against one process on the same plan of micro-batches.
 
-Launched as users launch: `accelerate launch --config_file configs/accelerate/cpu-ddp.yaml -m rm train`.
-(`accelerate launch --num_processes 2 --cpu` is not used: accelerate 1.x starts a single process for it
-unless mpirun is set up, which would make this test compare a run with itself at half the batch.)
+The several-process runs are scenarios of the session's shared launches (tests/launched/scenarios.py: one
+`accelerate launch --config_file configs/accelerate/cpu-ddp.yaml` job of 2 processes and one of 3 --num_processes,
+each running `rm train` as `-m rm train` does);
+`accelerate launch --num_processes 2 --cpu` is not used: accelerate 1.x starts a single process for it unless
+mpirun is set up, which would make these tests compare a run with itself at half the batch.
 
 The batches are fixed by PairBatches: one seeded permutation of the pairs, cut into micro-batches of
 `train.batch_size`, dealt one to each process a step (rm/collate/shard.py). With 2 processes at batch 4,
@@ -11,8 +13,9 @@ micro-batch k of one process at batch 8. Each process's summed loss is scaled by
 the two gradients: the gradient of the mean loss over the 8 pairs, so both runs follow the same
 trajectory up to float rounding.
 
-The token-budget tests further down launch with torchrun through tests/training/batch_recorder.py,
-which records each process's micro-batches, and compare N processes with one process at grad_accum N.
+The token-budget tests further down run through tests/training/batch_recorder.py, which records each process's
+micro-batches, and compare N processes with one process at grad_accum N; the kill-and-resume test starts its own
+torchrun, since it kills it.
 
 Tolerance on each logged loss: 1e-5. Rounding differs (packed rows of 4 pairs vs 8 change the matmul
 shapes; gloo sums the two half gradients in its own order), about 1e-7 relative per step; measured
@@ -43,15 +46,10 @@ COMMON = TINY + ["train.log_steps=1", "train.report_to=[]", "export.enabled=fals
 COMMON += ["train.save_steps=0", "train.eval_steps=0"]
 
 
-def test_two_processes_match_one_at_the_same_global_batch(tmp_path):
-    two = tmp_path / "two"
-    accelerate = Path(sys.executable).parent / "accelerate"
-    cmd = [str(accelerate), "launch", "--config_file", "configs/accelerate/cpu-ddp.yaml", "-m", "rm", "train"]
-    cmd += [str(QUICKSTART), *COMMON, "train.batch_size=4", f"output_dir={two}"]
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": ""}  # stay on the CPU on a GPU machine too
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("held-out accuracy after 12 steps") == 1  # printed by the main process only
+@pytest.mark.slow
+def test_two_processes_match_one_at_the_same_global_batch(launched, tmp_path):
+    two = launched(2).run("same_global_batch")  # `rm train` at batch 4 on 2 processes
+    assert launched(2).stdout("same_global_batch").count("held-out accuracy after 12 steps") == 1  # main only
 
     one = tmp_path / "one"
     reference = main(load_config(QUICKSTART, COMMON + ["train.batch_size=8", f"output_dir={one}"]))
@@ -93,7 +91,8 @@ RECORDER = Path(__file__).parent / "batch_recorder.py"
 
 
 def torchrun(processes: int, out: Path, *extra: str, wait: bool = True):
-    """`rm train` with BUDGETS under torchrun (gloo, CPU), recording each process's micro-batches."""
+    """`rm train` with BUDGETS under torchrun (gloo, CPU), recording each process's micro-batches: the launch of
+    the kill-and-resume test, which the shared launch's `budgets` scenario runs uninterrupted."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     cmd += [str(RECORDER), str(QUICKSTART), *BUDGETS, f"output_dir={out}", *extra]
     env = os.environ | {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
@@ -106,12 +105,9 @@ def torchrun(processes: int, out: Path, *extra: str, wait: bool = True):
 
 
 @pytest.fixture(scope="module")
-def budget_runs(tmp_path_factory):
+def budget_runs(launched):
     """{N: run directory} for 2 and 3 processes with grad_accum 1 under token budgets."""
-    root = tmp_path_factory.mktemp("budgets")
-    for n in (2, 3):
-        torchrun(n, root / f"procs{n}")
-    return {n: root / f"procs{n}" for n in (2, 3)}
+    return {n: launched(n).run("budgets") for n in (2, 3)}
 
 
 def weights(run: Path) -> dict:
@@ -123,6 +119,7 @@ def max_diff(a: dict, b: dict) -> float:
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3])
 def test_token_budgets_on_n_processes_match_one_process_accumulating_n(budget_runs, processes, tmp_path):
     run = budget_runs[processes]
@@ -166,6 +163,7 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_two_processes_killed_and_resumed_end_as_the_uninterrupted_run(budget_runs, tmp_path):
     out = tmp_path / "killed"
     proc = torchrun(2, out, wait=False)

@@ -3,13 +3,14 @@
 The same contract as the shared layout's runs in test_distributed.py: N processes at grad_accum 1 and one
 process at grad_accum N, on the same plan, end with the same weights (1e-5); each training pair is used once
 in the epoch and each eval pair counted once. Its budgets are priced in packed rows (rm.collate.planner.cost),
-so the plan, and thus what each process gets, differs from the shared layout's.
+so the plan, and thus what each process gets, differs from the shared layout's. The N-process runs are the
+`packed` scenario of the session's shared launches (tests/launched/scenarios.py).
 """
 
 import json
 
 import pytest
-from test_distributed import BUDGETS, QUICKSTART, max_diff, torchrun, weights
+from test_distributed import BUDGETS, QUICKSTART, max_diff, weights
 
 from rm.config import load_config
 from rm.training.run import main
@@ -17,11 +18,11 @@ from rm.training.run import main
 PACKED = ["collator.layout=packed", "train.epochs=1", "train.save_steps=0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3])
-def test_packed_layout_on_n_processes_matches_one_process_accumulating_n(processes, tmp_path):
-    run = tmp_path / f"procs{processes}"
-    proc = torchrun(processes, run, *PACKED)
-    assert "layout: packed" in proc.stdout + proc.stderr
+def test_packed_layout_on_n_processes_matches_one_process_accumulating_n(launched, processes, tmp_path):
+    run = launched(processes).run("packed")
+    assert "layout: packed" in launched(processes).output("packed")
     seen = [json.loads((run / f"batches-{r}.json").read_text()) for r in range(processes)]
     assert len({len(s) for s in seen}) == 1 and all(b["pairs"] for s in seen for b in s)
     assert sorted(i for s in seen for b in s for i in b["pairs"]) == list(range(240))

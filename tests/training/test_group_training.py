@@ -4,21 +4,16 @@ with groups of mixed K, ties and per-pair weights, beside pairs whose preference
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from group_data import write_groups, write_soft_pairs
 from safetensors.torch import load_file
 
-from conftest import QUICKSTART, REPO, TINY_MODEL
+from conftest import QUICKSTART, TINY_MODEL
 from rm.config import load_config
 from rm.training.run import main
-
-RECORDER = Path(__file__).parent / "batch_recorder.py"
 
 
 def group_run(data: Path, out: Path, *extra: str) -> list[str]:
@@ -79,14 +74,6 @@ def test_the_saved_config_keeps_the_split_version_and_the_loss(listwise_runs):
     assert saved.data.split_version == 3 and saved.loss.type == "plackett_luce"
 
 
-def torchrun(processes: int, args: list[str]) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
-    cmd += [str(RECORDER), str(QUICKSTART), *args]
-    env = os.environ | {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
 # Token budgets, groups of 2-5 responses with ties, Davidson with a learned nu, every pair weighing 1: the weight
 # of a step is then its comparisons, not its groups, and still N processes must equal one accumulating N; with an
 # attribute output trained by the Gaussian likelihood beside it (its learned sigma, some scores missing); and pairs
@@ -96,13 +83,13 @@ HARD = ["collator.max_tokens=300", "collator.eval_max_tokens=300", "train.max_st
         "loss.attribute_loss=gaussian", "loss.strength=soft"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [2, 3])
-def test_groups_on_n_processes_match_one_process_accumulating_n(mixed_file, processes, tmp_path):
-    run, one = tmp_path / "procs", tmp_path / "one"
-    torchrun(processes, group_run(mixed_file, run, *HARD, "export.enabled=true"))
-    cfg = load_config(
-        QUICKSTART, group_run(mixed_file, one, *HARD, "export.enabled=true", f"train.grad_accum={processes}")
-    )
+def test_groups_on_n_processes_match_one_process_accumulating_n(launched, mixed_file, processes, tmp_path):
+    run, one = launched(processes).run("groups"), tmp_path / "one"  # the `groups` scenario (tests/launched/)
+    data = launched(processes).out("groups") / "mixed.jsonl"  # the launch's copy of this module's file, by name too
+    assert data.read_bytes() == mixed_file.read_bytes()
+    cfg = load_config(QUICKSTART, group_run(data, one, *HARD, "export.enabled=true", f"train.grad_accum={processes}"))
     reference = main(cfg)
     report = json.loads((run / "data_report.json").read_text())
     n_train, n_eval = report["groups"]["train"]["groups"], report["groups"]["eval"]["groups"]
