@@ -8,7 +8,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup references demo test coverage lint format bench clients clean
+.PHONY: setup references demo test test-fast coverage lint format bench clients clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -38,6 +38,11 @@ demo: setup
 
 test: setup references
 	$(BIN)/python -m pytest -q
+
+# The edit-test loop: the suite without the tests marked slow (launched processes, end-to-end runs, tests of
+# about a second or more), under two minutes; `make test` (what CI runs) is the whole suite.
+test-fast: setup references
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # Line coverage of rm/ over the whole suite, launched processes included ([tool.coverage.run] in pyproject.toml).
 coverage: setup references

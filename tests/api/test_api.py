@@ -45,6 +45,7 @@ def model(run):
     return rm.load(run.export)
 
 
+@pytest.mark.slow
 def test_import_rm_loads_neither_torch_nor_transformers_until_train_or_load_is_read():
     code = textwrap.dedent(
         """
@@ -66,6 +67,7 @@ def test_import_rm_loads_neither_torch_nor_transformers_until_train_or_load_is_r
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_train_returns_the_run_and_its_eval_and_the_data_files_are_the_runs_own(run):
     root = RunDir(run.run_dir)
     assert run.metrics["overall"]["n"] == 16 and run.metrics["train"]["steps"] == 2
@@ -103,6 +105,7 @@ def test_score_gives_the_rewards_rm_score_writes_for_every_record_shape(model, r
     assert model.score(inputs[3])["rewards"] == pytest.approx(written[3]["rewards"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_evaluate_is_rm_eval_and_score_gives_its_rewards(model, run, synthetic_root, tmp_path):
     test = RunDir(run.run_dir).data / "test.jsonl"
     assert cli_main(["eval", "--model", str(run.export), "--data", str(test), "--out", str(tmp_path / "cli")]) == 0
@@ -128,6 +131,7 @@ def test_a_run_directory_and_its_final_checkpoint_load_as_its_export(model, run)
     assert rm.load(RunDir(run.run_dir).checkpoint(2)).score(texts) == pytest.approx(expected, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_a_loaded_model_is_trained_in_place_of_the_configs(synthetic_root, tmp_path):
     from transformers import LlamaConfig, LlamaForSequenceClassification
 

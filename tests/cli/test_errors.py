@@ -49,6 +49,7 @@ def test_a_model_that_cannot_be_found(tmp_path, capsys, fresh_accelerate_state):
     assert "the path /nonexistent does not exist" in line and "Repo id" not in line
 
 
+@pytest.mark.slow
 def test_a_run_directory_where_an_export_is_expected_gets_a_hint(run_dir, tmp_path, capsys):
     bare = tmp_path / "bare-run"
     bare.mkdir()

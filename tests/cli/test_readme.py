@@ -30,6 +30,7 @@ def swap(argv: list[str], flag: str, value: str) -> list[str]:
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.is_file(), reason="needs the shared HH file")
+@pytest.mark.slow
 def test_the_first_eval_example_runs_as_written_on_the_shipped_hh_file(exported_tiny, tmp_path, monkeypatch):
     argv = commands("eval")[0]
     assert "../shared/data/hh-rlhf/harmless-base/test.jsonl.gz" in argv
@@ -40,6 +41,7 @@ def test_the_first_eval_example_runs_as_written_on_the_shipped_hh_file(exported_
     assert sum(saved["records_skipped"].values()) == 4  # the file's 4 empty answers, reported
 
 
+@pytest.mark.slow
 def test_the_transformers_snippet_runs_and_prefers_the_refusal(tmp_path, capsys):
     """The snippet's two answers are a pair the demo's data teaches (refusal over compliance); on a short
     quickstart run's export it runs as written and ranks them as the README says."""

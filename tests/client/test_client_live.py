@@ -63,6 +63,7 @@ def close(got, want):
     assert max(abs(a - b) for a, b in zip(got, want, strict=True)) <= TOL, (got, want)
 
 
+@pytest.mark.slow
 def test_health_and_info(client):
     assert client.health() == {"status": "ok"}
     info = client.info()
@@ -159,6 +160,7 @@ def test_a_lone_surrogate_is_a_client_error_naming_the_text(client):
     assert (e.value.status, e.value.message) == (400, "texts[1] holds a lone surrogate (\\ud800), not text")
 
 
+@pytest.mark.slow
 def test_imports_and_scores_without_torch(server, client, pairs):
     """A policy's venv may have no torch: torch (and transformers) made unimportable, the client still works."""
     prompts = [pairs[0].prompt, pairs[1].prompt, pairs[0].prompt]

@@ -149,25 +149,6 @@ def test_eager_attention_takes_the_additive_form_of_the_mask(tokenizer):
     assert torch.allclose(chosen, ref_c, atol=1e-5) and torch.allclose(rejected, ref_r, atol=1e-5)
 
 
-@pytest.mark.slow
-def test_flex_attention_block_mask_equals_separate_forwards(tokenizer):
-    """The FlexAttention path (compiled; the fast path on GPU) builds the same mask as a BlockMask."""
-    from rm.config import ModelConfig, RandomInitConfig
-    from rm.model.build import build_model
-
-    shape = RandomInitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
-    torch.manual_seed(0)
-    flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), len(tokenizer), 1, 0)
-    sdpa = build_model(ModelConfig(random_init=shape), len(tokenizer), 1, 0)
-    sdpa.load_state_dict(flex.state_dict())
-    pairs = random_pairs(len(tokenizer), 6, seed=4)
-    with torch.no_grad():
-        chosen, rejected = pair_rewards(RewardModel(flex).eval(), SharedCollator(1, pack_length=128)(pairs))
-        ref_c, ref_r = separate_rewards(RewardModel(sdpa).eval(), pairs)
-    assert (chosen - ref_c).abs().max().item() <= 1e-5
-    assert (rejected - ref_r).abs().max().item() <= 1e-5
-
-
 def test_auto_layout_falls_back_to_padded_and_says_why(tokenizer, monkeypatch):
     import rm.model.masks
     from rm.model.probe import choose_layout

@@ -55,6 +55,7 @@ def test_turn_starts_equal_those_of_every_prefix(tok, template, system):
 
 
 @pytest.mark.parametrize("template", [HH_CHAT_TEMPLATE, CHATML, TRIMMED])
+@pytest.mark.slow
 def test_a_conversation_of_1201_messages_is_rendered_a_few_times_not_once_per_turn(tok, monkeypatch, template):
     tok.chat_template = template
     renderer = Renderer(tok)

@@ -43,6 +43,7 @@ def source(tmp_path):
     return folder.parent
 
 
+@pytest.mark.slow
 def test_skip_mode_run_writes_the_data_report_and_logs_the_counts(source, tmp_path, caplog):
     out = tmp_path / "run"
     caplog.set_level(logging.INFO, logger="rm")

@@ -33,6 +33,7 @@ def faults(mode: str) -> dict:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+@pytest.mark.slow
 def test_held_memory_is_not_faulted_in_again_every_step():
     """20 steps of 40 MiB: glibc's defaults return freed pages and fault them in again (about 1,000 faults
     a step here), held they stay (about 100: measured 20,702 against 2,305 in all)."""

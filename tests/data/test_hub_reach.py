@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 SCRIPT = """
@@ -23,6 +25,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_unreachable_hub_fails_at_once_in_one_line_each(tmp_path):
     # huggingface_hub reads HF_HUB_OFFLINE and HF_ENDPOINT when imported: a child process with its own env,
     # offline mode off for it alone, and an empty cache so that nothing can be found locally.

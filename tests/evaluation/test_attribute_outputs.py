@@ -100,6 +100,7 @@ def expected_numbers(pred: np.ndarray, true: np.ndarray) -> dict:
             "n": int(used.sum()), "missing": int((~used).sum())}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_rm_eval_reports_each_attribute_against_plain_logits(attribute_export, tokenizer, tmp_path):
     from rm.config import DataConfig
     from rm.data.load import load_pairs
@@ -154,6 +155,7 @@ def test_rm_eval_reports_each_attribute_against_plain_logits(attribute_export, t
     np.testing.assert_allclose(np.array(written), pred, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_rm_eval_of_a_model_without_attributes_has_no_attribute_block(exported_tiny, tmp_path):
     from rm.config import DataConfig
     from rm.evaluation.eval_report import EvalOptions, evaluate_model

@@ -40,6 +40,7 @@ def report(exported_tiny, synthetic_root, tmp_path_factory):
     return out, result
 
 
+@pytest.mark.slow
 def test_every_file_is_written_and_every_plot_is_a_png(report):
     out, result = report
     for name in ["eval.json", "report.md", "rewards.jsonl"]:
@@ -71,6 +72,7 @@ def test_eval_json_has_the_training_shape_plus_the_new_fields(report, synthetic_
     assert saved["eval"]["pairs_dropped_too_long"] == 0 and saved["eval"]["processes"] == 1
 
 
+@pytest.mark.slow
 def test_rewards_and_accuracy_match_plain_transformers(report, exported_tiny, synthetic_root):
     """An independent reference: plain transformers scores each whole conversation, unpadded."""
     out, result = report
@@ -134,6 +136,7 @@ def test_holdout_selects_exactly_the_training_eval_set(synthetic_root):
     assert "held-out 0.2" in how and "split seed 5" in how
 
 
+@pytest.mark.slow
 def test_pairs_too_long_are_dropped_and_listed(exported_tiny, synthetic_root, tmp_path):
     """At max_length 40 some synthetic pairs cannot fit: each is listed, and n counts only the rest."""
     result = main(

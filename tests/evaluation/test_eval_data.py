@@ -39,6 +39,7 @@ def conversation(prompt, answer):
     return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
 
 
+@pytest.mark.slow
 def test_eval_renders_conversations_with_the_models_chat_template(chat_model, tmp_path, capsys):
     """The reference is independent of rm's data path: the whole conversation rendered by transformers'
     apply_chat_template and scored by plain transformers."""
@@ -59,6 +60,7 @@ def test_eval_renders_conversations_with_the_models_chat_template(chat_model, tm
     assert plain_transformers_rewards(chat_model, hh).tolist() != pytest.approx([r["chosen_reward"] for r in got])
 
 
+@pytest.mark.slow
 def test_eval_has_the_data_options_of_train(exported_tiny, tmp_path, capsys):
     """--columns maps renamed fields, --format forces a format, --set passes any data.* key."""
     data = tmp_path / "renamed.jsonl"
@@ -74,6 +76,7 @@ def test_eval_has_the_data_options_of_train(exported_tiny, tmp_path, capsys):
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.is_file(), reason="needs the shared HH file")
+@pytest.mark.slow
 def test_skip_mode_reports_the_skipped_records(exported_tiny, tmp_path, capsys):
     """The shipped HH test file has 4 records with an empty answer: skip mode says so, in eval.json and
     on the console, instead of dropping them silently."""

@@ -28,6 +28,7 @@ def trained_on(exported_tiny, synthetic_root, tmp_path):
     return export, data
 
 
+@pytest.mark.slow
 def test_scoring_the_training_file_is_said_and_its_held_out_share_is_not(trained_on, tmp_path, caplog):
     export, data = trained_on
     with caplog.at_level(logging.WARNING, logger="rm"):
@@ -41,6 +42,7 @@ def test_scoring_the_training_file_is_said_and_its_held_out_share_is_not(trained
     assert "trained on" not in caplog.text and result["eval"]["training_data"] is None
 
 
+@pytest.mark.slow
 def test_no_warning_about_texts_longer_than_the_tokenizers_maximum(exported_tiny, tmp_path, caplog):
     """The export's model_max_length is 512; these prompts are longer, and rm cuts them at their turns."""
     long = " ".join(["word"] * 600)

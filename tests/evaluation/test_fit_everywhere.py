@@ -131,6 +131,7 @@ def training_eval_rewards(export, data, layout: str, n: int = len(RECORDS)) -> n
     return torch.stack([gathered["chosen"], gathered["rejected"]], 1).double().numpy()
 
 
+@pytest.mark.slow
 def test_score_eval_and_training_eval_give_one_reward(exported_tiny, data, tmp_path):
     scored = score_rewards(exported_tiny, data, tmp_path)
     evaluated = eval_rewards(exported_tiny, data, tmp_path)
@@ -149,6 +150,7 @@ def test_score_eval_and_training_eval_give_one_reward(exported_tiny, data, tmp_p
             )
 
 
+@pytest.mark.slow
 def test_a_chat_templates_prompt_is_cut_at_its_own_turns(qa_export, tmp_path):
     """The message-list record rendered by a template without HH tags: `rm score` must cut its prompt at the
     turns the renderer marks (`RenderedPair.turn_starts`), as training does, not at tags it cannot find."""

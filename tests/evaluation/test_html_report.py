@@ -88,6 +88,7 @@ def test_margins_and_the_browser_holds_each_subsets_worst_items():
     assert [h["margin"] for h in held] == [margins[k] for k in want]
 
 
+@pytest.mark.slow
 def test_report_html_is_self_contained_and_embeds_texts_only_as_escaped_json(hand_report):
     page = (hand_report / "report.html").read_text()
     # One script that runs and one JSON block; no text can close either (every "<" of the data is \u003c).
@@ -152,6 +153,7 @@ def start_chromium(profile: Path):
     return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
 
 
+@pytest.mark.slow
 def test_report_html_in_headless_chromium(hand_report, tmp_path):
     chromium_or_skip()
     from selenium.webdriver.common.by import By

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here runs models end to end (seconds each)
+
 CHILD = Path(__file__).with_name("many_turns_child.py")
 LIMIT = 8 << 30
 """Address space for the child: torch, the tiny runs and the 2.6 MB prompt's own tokens take about 3.2 GB of

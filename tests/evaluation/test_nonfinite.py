@@ -51,6 +51,7 @@ def reference(overflowing, synthetic_root):
     return pairs, np.array(rewards)
 
 
+@pytest.mark.slow
 def test_eval_counts_nonfinite_rewards_leaves_them_out_and_still_writes_the_report(
     overflowing, reference, synthetic_root, tmp_path, caplog
 ):
@@ -89,6 +90,7 @@ def test_eval_counts_nonfinite_rewards_leaves_them_out_and_still_writes_the_repo
         assert (out / name).is_file(), name
 
 
+@pytest.mark.slow
 def test_score_writes_null_for_a_nonfinite_reward_and_counts_it_in_one_line(overflowing, reference, tmp_path, capsys):
     """rc 0: the file is complete and valid JSON, each null marks its own record, and stderr gives the count."""
     pairs, ref = reference
@@ -105,6 +107,7 @@ def test_score_writes_null_for_a_nonfinite_reward_and_counts_it_in_one_line(over
     assert [v is None for v in rewards] == bad.tolist()
 
 
+@pytest.mark.slow
 def test_eval_of_a_model_whose_every_reward_is_nan_still_writes_every_file(exported_tiny, synthetic_root, tmp_path):
     """Every head weight infinite: each reward a sum of infinities of both signs, NaN. No pair
     is left to measure: eval.json says n 0 and null metrics, and report.md and the plots are still written."""
@@ -124,6 +127,7 @@ def test_eval_of_a_model_whose_every_reward_is_nan_still_writes_every_file(expor
         assert (tmp_path / "eval" / name).is_file(), name
 
 
+@pytest.mark.slow
 def test_groups_whose_every_reward_is_nonfinite_are_left_out_of_the_group_metrics(tmp_path):
     """As NaN in `item_rewards`, a group of which nothing finite is left has no top-1, best-of-K or tau; the last
     group empty once made `reduceat` read past the end. The rest score as if the empty ones were not there."""

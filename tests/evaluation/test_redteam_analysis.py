@@ -81,6 +81,7 @@ def test_bad_fields_name_the_line(tmp_path):
         load_scored(path)
 
 
+@pytest.mark.slow
 def test_end_to_end_scores_the_transcripts_and_plots(exported_tiny, tmp_path):
     """Scored with a tiny model: the correlations in redteam.json are those of the scores it wrote."""
     from rm.model.pretrained import load_reward_model

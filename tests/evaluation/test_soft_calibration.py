@@ -129,6 +129,7 @@ def test_report_shows_the_soft_calibration_table_only_with_soft_labels():
     assert 'id="soft_calibration"' in html_table(soft_table(result["soft_calibration"]), "soft_calibration")
 
 
+@pytest.mark.slow
 def test_rm_eval_of_a_soft_label_run_reports_its_calibration(exported_tiny, tmp_path):
     """`rm eval` of an export whose rm_config.yaml says loss.strength=soft reads each pair's `strength` as that
     run's target (p = 0.5 + s / (2 max)) and writes soft_calibration, here recomputed by hand from rewards.jsonl;

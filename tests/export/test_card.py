@@ -99,6 +99,7 @@ def test_an_unfinished_run_checkpoint_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("normalize", [True, False], ids=["normalized", "raw"])
+@pytest.mark.slow
 def test_the_usage_snippet_runs_and_gives_the_training_time_rewards(
     tokenizer, synthetic_root, tmp_path, monkeypatch, capsys, normalize
 ):
@@ -154,6 +155,7 @@ def test_the_card_states_rms_truncation_rule_beside_the_tokenizers():
     assert "the two differ only where a prompt does not fit beside its response in `max_length` tokens" in text
 
 
+@pytest.mark.slow
 def test_the_cards_example_is_a_held_out_pair_it_ranks_right_or_says_it_is_an_illustration(
     tokenizer, synthetic_root, tmp_path, monkeypatch
 ):

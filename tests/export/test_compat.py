@@ -98,6 +98,7 @@ def read(folder, name):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_tokenizer_config_is_readable_by_transformers_4_and_cuts_like_rm_score(runs, kind):
     folder, run_dir = runs[kind]
     saved = read(folder, "tokenizer_config.json")
@@ -177,6 +178,7 @@ def test_every_way_of_tokenizing_gives_the_ids_rm_trained_on(runs, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_pipeline_trl_style_and_rm_score_give_the_trained_rewards(runs, kind, tmp_path):
     folder, run_dir = runs[kind]
     cfg = load_config(run_dir / "config.yaml")

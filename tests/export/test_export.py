@@ -72,6 +72,7 @@ def lora_trained(hf, tokenizer, texts: list[str], model_type: str):
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("model_type", ARCHS)
+@pytest.mark.slow
 def test_export_scores_like_the_training_time_model(tokenizer, texts, tmp_path, model_type, lora):
     hf = tiny_model(tokenizer, model_type, seed=3)
     with torch.no_grad():  # a head that is not at its initial values, so a lost head would show

@@ -56,6 +56,7 @@ def rewards(folder, texts: list[str]) -> torch.Tensor:
         ).double()
 
 
+@pytest.mark.slow
 def test_the_last_checkpoint_and_the_run_export_to_the_end_of_run_folder_byte_for_byte(run, tmp_path):
     end_of_run = files(run / "export")
     assert set(end_of_run) == {
@@ -93,6 +94,7 @@ def test_the_export_reproduces_eval_json_with_plain_transformers(run):
         assert f"| {subset} | {m['n']} | {m['accuracy']:.4f} |" in card
 
 
+@pytest.mark.slow
 def test_normalised_training_rewards_have_mean_zero_and_std_one(run):
     norm = json.loads((run / "export" / "config.json").read_text())["reward_normalization"]
     pairs = load_pairs(str(run / "data"), "train", [])
@@ -118,6 +120,7 @@ def test_an_intermediate_checkpoint_exports_its_own_weights_and_no_borrowed_eval
     assert "Not evaluated" in card and "| **overall** |" not in card
 
 
+@pytest.mark.slow
 def test_eval_at_export_scores_the_held_out_pairs_with_the_checkpoint(run, tmp_path):
     out = export_run(run / "checkpoints" / "step-3", tmp_path / "step3", evaluate=True)
     result = json.loads((out / "eval.json").read_text())
@@ -199,6 +202,7 @@ def test_bad_sources_fail_with_the_path_and_the_reason(run, tmp_path, capsys):
     assert "only apply with --push-to-hub" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_export_and_push_from_the_command_line_never_writes_the_token(run, tmp_path, monkeypatch, capsys, caplog):
     from huggingface_hub import HfApi
 

@@ -46,6 +46,7 @@ def documented_rewards(export, texts: list[str]) -> torch.Tensor:
         return model(**batch).logits[:, 0]
 
 
+@pytest.mark.slow
 def test_the_export_carries_its_modeling_file_and_says_why(run):
     name, out, cfg, _ = run
     export = out / "export"
@@ -67,6 +68,7 @@ def test_the_export_carries_its_modeling_file_and_says_why(run):
         assert proc.returncode != 0 and "trust_remote_code=True" in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_plain_transformers_reproduces_the_runs_rewards(run, tmp_path):
     from rm.config import DataConfig
     from rm.evaluation.eval_report import EvalOptions

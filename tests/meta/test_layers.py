@@ -27,11 +27,13 @@ def append(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
 
 
+@pytest.mark.slow
 def test_rm_keeps_its_layers_and_has_no_cycles():
     assert checker().problems(REPO / "rm") == []
     assert checker().main([str(REPO / "rm")]) == 0
 
 
+@pytest.mark.slow
 def test_a_back_import_is_caught_even_inside_a_function(copy, capsys):
     append(copy / "data" / "load.py", "\n\ndef _late():\n    from rm.training.run import main\n\n    return main\n")
     found = checker().problems(copy)
@@ -89,6 +91,7 @@ def test_rm_init_is_in_the_api_layer_so_the_client_may_not_import_the_package_fo
     assert any("rm.client.calls (client) imports rm (api)" in line for line in found), found
 
 
+@pytest.mark.slow
 def test_reading_rm_version_alone_imports_nothing_above(copy):
     """`rm.__version__` is defined in rm/__init__.py itself; reading it runs none of the lazy imports."""
     append(copy / "data" / "load.py", "\nimport rm\nfrom rm import __version__  # noqa\n\nVERSION = rm.__version__\n")
@@ -98,6 +101,7 @@ def test_reading_rm_version_alone_imports_nothing_above(copy):
     assert "rm.data.load (data) imports rm (api)" in found
 
 
+@pytest.mark.slow
 def test_the_scoring_room_sits_above_export_and_below_training(copy):
     """The one loader rebuilds runs with export's code; export (and evaluation under it) may not load through it."""
     layers = checker().LAYERS

@@ -172,6 +172,7 @@ def worst(got: torch.Tensor, want: torch.Tensor, groups: list[EncodedGroup]) -> 
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=IDS)
+@pytest.mark.slow
 def test_architecture_trains_is_exact_in_its_layout_and_exports(arch, tokenizer, tmp_path):
     vocab, pad, eos = len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id
     cfg = tiny(arch, vocab, pad, eos)

@@ -34,6 +34,7 @@ def alone(model: torch.nn.Module, groups: list[EncodedGroup], pad: int) -> torch
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2", "gpt2"])
+@pytest.mark.slow
 def test_cached_prompts_give_each_text_its_own_reward(tokenizer, model_type):
     model = RewardModel(tiny_model(tokenizer, model_type))
     pad = tokenizer.pad_token_id
@@ -47,6 +48,7 @@ def test_cached_prompts_give_each_text_its_own_reward(tokenizer, model_type):
             torch.testing.assert_close(got, alone(model, groups, pad), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_eager_attention_takes_the_additive_mask(tokenizer):
     hf = tiny_model(tokenizer)
     hf.config._attn_implementation = "eager"

@@ -95,6 +95,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(tokenizer, lora):
     assert any(recomputed[n].abs().sum() > 0 for n in plain if "lora_A" in n or not lora)
 
 
+@pytest.mark.slow
 def test_a_lora_run_trains_adapters_and_head_and_exports_them_merged(tmp_path):
     out = tmp_path / "lora"
     overrides = [

@@ -34,6 +34,7 @@ def test_the_default_shares_the_usable_cores_among_the_local_processes(monkeypat
     assert threads.default_threads({}) == 8
 
 
+@pytest.mark.slow
 def test_score_and_eval_use_the_default_or_num_threads(
     exported_tiny, synthetic_root, tmp_path, monkeypatch, restore_threads
 ):

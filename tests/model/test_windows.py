@@ -57,6 +57,7 @@ def test_the_window_rule_on_positions():
     assert chunk.tolist() == [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]]
 
 
+@pytest.mark.slow
 def test_mistral_window_16_old_mask_fails_new_mask_is_exact(tokenizer, monkeypatch):
     model = tiny(tokenizer, "mistral", sliding_window=16)
     assert shared_error(model, tokenizer) <= 1e-5
@@ -69,6 +70,7 @@ def test_mistral_window_16_old_mask_fails_new_mask_is_exact(tokenizer, monkeypat
     assert layout == "padded" and "different rewards in the shared layout" in why  # and the probe sees it
 
 
+@pytest.mark.slow
 def test_alternating_layers_need_one_mask_per_layer_type(tokenizer, monkeypatch):
     """Gemma 3: sliding and full layers. One mask for both, windowed or not, is wrong; the dict is exact."""
     model = tiny(tokenizer, "gemma3_text", sliding_window=16, layer_types=["sliding_attention", "full_attention"])
@@ -80,6 +82,7 @@ def test_alternating_layers_need_one_mask_per_layer_type(tokenizer, monkeypatch)
         assert shared_error(model, tokenizer) > 1e-3, one_for_all
 
 
+@pytest.mark.slow
 def test_llama4_chunked_attention_is_exact(tokenizer, monkeypatch):
     model = tiny(
         tokenizer, "llama4_text", attention_chunk_size=16, num_local_experts=2, intermediate_size_mlp=64, head_dim=8
@@ -91,6 +94,7 @@ def test_llama4_chunked_attention_is_exact(tokenizer, monkeypatch):
 
 
 @pytest.mark.parametrize("floor_scale", [8, 8192])
+@pytest.mark.slow
 def test_llama4_nope_layers_full_attention_and_temperature_tuning(tokenizer, floor_scale, monkeypatch):
     """Layer 1 without RoPE: full attention (a dict of masks: chunked and full) and queries scaled by the
     token's column in the row. Rows wider than floor_scale - 1 would change that scale: shared is refused."""
@@ -125,29 +129,49 @@ def test_recurrent_models_are_refused_shared_with_the_reason(tokenizer, model_ty
         choose_layout(model, "shared", tokenizer.pad_token_id)
 
 
-@pytest.mark.slow
-def test_flex_attention_block_masks_apply_windows_per_layer_type(tokenizer):
-    """The FlexAttention path (compiled; the fast one on GPU) with Gemma 3's alternating layers: one BlockMask
-    per layer type, each with its window, equals separate forwards of the same weights under SDPA."""
-    extra = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"], "head_dim": 8}
-    shape = RandomInitConfig(
-        model_type="gemma3_text", hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
-    )
-    shape.config = extra
+GEMMA3 = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"], "head_dim": 8}
+
+
+@pytest.fixture(scope="module")
+def flex_rewards(tokenizer) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """FlexAttention compiled once for both of its checks: a plain Llama (one BlockMask for every layer) and Gemma
+    3's alternating layers (one BlockMask per layer type, each with its window), each as (the flex model's rewards
+    in the shared layout, separate forwards of the same weights under SDPA), on one batch of pairs and a group of
+    three. One batch, so one shape: compiling flex_attention again in this process for other shapes fails in
+    torch 2.13's CPU inductor (a C++ compile error), and each compile costs seconds (the first tens of seconds)."""
     vocab, pad = len(tokenizer), tokenizer.pad_token_id
-    # A fresh compile: after tests/collate/test_layout.py's flex test has compiled flex_attention in this
-    # process, recompiling it here for other shapes fails in torch 2.13's CPU inductor (a C++ compile error).
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), vocab, pad, None)
-    sdpa = build_model(ModelConfig(random_init=shape), vocab, pad, None)
-    sdpa.load_state_dict(flex.state_dict())
-    groups = window_batch(vocab, 6, seed=4)  # pairs and a group of three
+    groups = window_batch(vocab, 6, seed=4)
     batch = SharedCollator(pad, pack_length=PACK)(groups)
     assert shares_rows(batch, groups)
-    with torch.no_grad():
-        got = group_rewards(RewardModel(flex).eval(), batch)
-        want = separate(RewardModel(sdpa).eval(), groups)
-    torch._dynamo.reset()  # and leave none behind, for a flex test that runs after this one (tests/collate)
+    out = {}
+    torch._dynamo.reset()  # a fresh compile, whatever ran before in this process
+    for model_type, extra in [("llama", {}), ("gemma3_text", GEMMA3)]:
+        shape = RandomInitConfig(
+            model_type=model_type, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+        )
+        shape.config = extra
+        torch.manual_seed(0)
+        flex = build_model(ModelConfig(attn_implementation="flex_attention", random_init=shape), vocab, pad, None)
+        sdpa = build_model(ModelConfig(random_init=shape), vocab, pad, None)
+        sdpa.load_state_dict(flex.state_dict())
+        with torch.no_grad():
+            out[model_type] = group_rewards(RewardModel(flex).eval(), batch), separate(RewardModel(sdpa).eval(), groups)
+    torch._dynamo.reset()  # and leave none behind
+    return out
+
+
+@pytest.mark.slow
+def test_flex_attention_block_mask_equals_separate_forwards(flex_rewards):
+    """The FlexAttention path (compiled; the fast path on GPU) builds the packing rule's mask as a BlockMask."""
+    got, want = flex_rewards["llama"]
+    assert got.shape == want.shape == (2 * 6 + 3,)
+    assert (got - want).abs().max().item() <= 1e-5
+
+
+@pytest.mark.slow
+def test_flex_attention_block_masks_apply_windows_per_layer_type(flex_rewards):
+    """The FlexAttention path with Gemma 3's alternating layers: one BlockMask per layer type, each with its
+    window, equals separate forwards of the same weights under SDPA."""
+    got, want = flex_rewards["gemma3_text"]
     assert got.shape == want.shape == (2 * 6 + 3,)
     assert (got - want).abs().max().item() <= 1e-5

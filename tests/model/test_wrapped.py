@@ -48,6 +48,7 @@ def test_models_that_are_not_causal_decoders_get_one_line(tokenizer, model_type,
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_cli_names_the_model_type_in_one_line(tmp_path):
     import subprocess
     import sys
@@ -83,6 +84,7 @@ def test_a_causal_lm_checkpoint_loads_into_the_head_with_its_backbone_weights(to
         build_model(ModelConfig(name_or_path=str(tmp_path / "t5")), len(tokenizer), 0, None)
 
 
+@pytest.mark.slow
 def test_lora_on_the_head_trains_adapters_and_score_and_merges(tokenizer):
     from rm.export.folder import merged
     from rm.model.lora import add_lora
@@ -108,6 +110,7 @@ def test_lora_on_the_head_trains_adapters_and_score_and_merges(tokenizer):
 
 
 @pytest.mark.parametrize("model_type", ["granite", "mamba"])
+@pytest.mark.slow
 def test_gradient_checkpointing_on_the_head_gives_the_same_gradients(tokenizer, model_type):
     shape = RandomInitConfig(
         model_type=model_type, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64

@@ -49,6 +49,7 @@ def test_every_variant_equals_each_response_alone(layout):
     assert checked == 4 * (8 if layout == "groups" else 24)
 
 
+@pytest.mark.slow
 def test_a_quick_run_prints_every_variant(tmp_path):
     out = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_attention.py"), "--ids", str(tmp_path / "none.json"),

@@ -66,6 +66,7 @@ def test_tokenizing_rate_is_read_from_the_progress_bars():
 
 
 @needs_hh
+@pytest.mark.slow
 def test_bench_data_runs_with_a_tokenizer_loaded_by_path(tmp_path):
     data, saved = tmp_path / "data", tmp_path / "tokenizer"
     make_scale_data.write(data, 40, 10, variant="tagged")

@@ -16,7 +16,7 @@ from serving import asgi_post, client, scorer_for, text_reference
 
 SMALL = "\n\nHuman: A small question?\n\nAssistant: A small answer."
 BIG = [f"\n\nHuman: Big question {i}?\n\nAssistant: Big answer {i}." for i in range(64)]  # 4 steps of 16 items
-DEADLINE = 30  # seconds: only a hang ever waits this long
+DEADLINE = 120  # seconds: only a hang ever waits this long (each wait is milliseconds unloaded)
 
 
 @pytest.fixture(scope="module")

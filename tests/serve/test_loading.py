@@ -59,6 +59,7 @@ def test_a_run_without_an_export_serves_its_newest_checkpoint(exported_tiny, tok
     assert rewards(str(run)) == pytest.approx(rewards(str(exported_tiny)), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_rm_eval_of_a_run_directory_is_rm_eval_of_its_export(exported_tiny, synthetic_root, run_config, tmp_path):
     """`rm eval` loads through the same loader: a run directory is its export/, with the same numbers."""
     import json

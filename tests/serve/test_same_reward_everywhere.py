@@ -40,6 +40,8 @@ from rm.suites.suite_eval import SuiteData, score_suite
 from rm.tokens.encode import encode_kept
 from rm.tokens.tokenizer import CONCAT_CHAT_TEMPLATE, HH_CHAT_TEMPLATE
 
+pytestmark = pytest.mark.slow  # every test here runs models end to end (seconds each)
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 

@@ -112,6 +112,7 @@ def test_a_prompt_holding_hh_turns_is_read_as_those_turns_everywhere(exported_ti
     assert rm.load(exported_tiny).score(row)["reward"] == pytest.approx(expected[0], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_trls_conversational_layout_is_scored_as_rm_eval_scores_it(exported_tiny, tmp_path):
     data = write(tmp_path, "trl.jsonl", [TRL])
     scored = rm_score(exported_tiny, data, tmp_path)[0]

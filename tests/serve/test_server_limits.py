@@ -138,6 +138,7 @@ def error_of(reply: bytes) -> tuple[int, str]:
     return int(head.split()[1]), json.loads(body)["error"]
 
 
+@pytest.mark.slow
 def test_connections_past_the_cap_are_refused_and_silent_ones_closed():
     """Two connections open (the cap): a third is answered 503 at once. A connection that sends nothing, or only
     part of its next request head after an answer (a slow-loris client), is answered 408 and closed after the

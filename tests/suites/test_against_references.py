@@ -85,6 +85,7 @@ def assert_rewardbench_matches(items: list[SuiteItem], rewards: list[np.ndarray]
     }
 
 
+@pytest.mark.slow
 def test_rewardbench_sections_equal_rewardbenchs_own(exported_tiny):
     run = score(exported_tiny, "rewardbench")
     items = fixture_items("rewardbench")
@@ -93,6 +94,7 @@ def test_rewardbench_sections_equal_rewardbenchs_own(exported_tiny):
     assert_rewardbench_matches(items, seeded_rewards(items, 0))
 
 
+@pytest.mark.slow
 def test_rewardbench2_scores_equal_rewardbenchs_own(exported_tiny):
     items = fixture_items("rewardbench2")
     run = score(exported_tiny, "rewardbench2")

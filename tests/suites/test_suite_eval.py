@@ -11,6 +11,7 @@ from conftest import tiny_model
 from rm.suites import rm_bench
 
 
+@pytest.mark.slow
 def test_rewardbench_suite_scores_every_pair_as_plain_transformers_does(exported_tiny):
     run = score(exported_tiny, "rewardbench")
     items = fixture_items("rewardbench")
@@ -35,6 +36,7 @@ def test_rewardbench_suite_scores_every_pair_as_plain_transformers_does(exported
     assert run.result["overall"]["n"] == len(items) == 48
 
 
+@pytest.mark.slow
 def test_a_long_text_is_cut_and_counted_never_dropped(exported_tiny):
     """max_length 24: the prompts lose tokens and the long answers keep their ends; every pair is still scored."""
     from transformers import AutoTokenizer
@@ -48,6 +50,7 @@ def test_a_long_text_is_cut_and_counted_never_dropped(exported_tiny):
     assert np.isfinite(np.concatenate(run.rewards)).all()
 
 
+@pytest.mark.slow
 def test_swapping_chosen_and_rejected_gives_one_minus_accuracy(exported_tiny, tmp_path):
     rows = [json.loads(line) for line in SOURCES["rewardbench"].read_text().splitlines()]
     swapped = tmp_path / "swapped.jsonl"
@@ -61,6 +64,7 @@ def test_swapping_chosen_and_rejected_gives_one_minus_accuracy(exported_tiny, tm
     assert {n: m["accuracy"] for n, m in turned.result["suite"]["subsets"].items()} == pytest.approx(want)
 
 
+@pytest.mark.slow
 def test_scores_do_not_depend_on_the_batch_size(exported_tiny):
     """Batches of 1, of 4 (a prompt's six responses spread over two batches) and of 64 (all in one)."""
     runs = [score(exported_tiny, "rm-bench", batch_size=b) for b in (1, 4, 64)]
@@ -70,6 +74,7 @@ def test_scores_do_not_depend_on_the_batch_size(exported_tiny):
         assert run.result["suite"]["score"] == pytest.approx(runs[0].result["suite"]["score"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_pad_equal_to_eos_reads_each_texts_own_last_token(tokenizer, tmp_path):
     """A model whose pad token is its EOS, with a chat template ending every turn on EOS: each reward equals that
     conversation's own forward at its last token, whatever the padding of its batch."""
@@ -113,6 +118,7 @@ def test_cli_refuses_options_that_reshape_a_suite():
     assert suite_data(args).subsets == ["a", "b"] and suite_data(args).source == ""
 
 
+@pytest.mark.slow
 def test_prior_sets_are_a_fifth_figure_outside_the_score(exported_tiny, tmp_path):
     """A folder laid out as allenai/preference-test-sets (one split per subset, prompts as message lists):
     Prior Sets is the plain mean of the four subsets' accuracies, and the four sections and the score are

@@ -96,6 +96,7 @@ def test_a_subset_asked_for_by_a_near_miss_is_named():
                    ["ties"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_rm_eval_warns_of_each_note_on_the_console(exported_tiny, tmp_path, capsys):
     from rm.cli import main as cli
 

@@ -52,7 +52,7 @@ def start(path: Path, log: Path, worker: bool = False) -> subprocess.Popen:
         return subprocess.Popen(cmd + (["--worker"] if worker else []), cwd=REPO, env=env, stdout=f, stderr=f)
 
 
-wait_for = functools.partial(wait_for, timeout=120)  # these sweeps are quick
+wait_for = functools.partial(wait_for, timeout=300)  # guards a hang only: a stand-in sweep opens in seconds
 
 
 def trials(path: Path) -> list[optuna.trial.FrozenTrial]:

@@ -152,6 +152,7 @@ def test_a_child_trial_reports_its_evals_to_the_study(tmp_path, monkeypatch):
     assert not _alive(trial.user_attrs["child_pid"])
 
 
+@pytest.mark.slow
 def test_a_crashed_trial_is_recorded_with_its_log_and_spends_its_budget(tmp_path):
     """One grid point cannot run (no such eval split): it is failed with the error and the traceback
     in its log, the other finishes, and running the sweep again starts nothing."""

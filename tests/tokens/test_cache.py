@@ -58,6 +58,7 @@ def entries(cfg: RunConfig, kind: str = "data") -> list[Path]:
     return sorted(Path(cfg.data.cache_dir).glob(f"{kind}-*"))
 
 
+@pytest.mark.slow
 def test_cached_equals_uncached_and_reads_no_source(tmp_path, tokenizer, monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="rm")
     uncached = prepare_data(config(tmp_path, data__cache=False), tokenizer)
@@ -86,6 +87,7 @@ def test_cached_equals_uncached_and_reads_no_source(tmp_path, tokenizer, monkeyp
     assert report_files(built, tmp_path / "b") == want and report_files(reused, tmp_path / "c") == want
 
 
+@pytest.mark.slow
 def test_one_synthetic_entry_serves_every_run_directory(tmp_path, tokenizer, caplog):
     """Generated data lands in each run directory, so the report's origins name it: stored with a stand-in."""
 
@@ -107,6 +109,7 @@ def test_one_synthetic_entry_serves_every_run_directory(tmp_path, tokenizer, cap
     assert rows(reused.train) == rows(plain.train) and (tmp_path / "b" / "data").is_dir()
 
 
+@pytest.mark.slow
 def test_tokenizing_in_processes_gives_the_same_data(tmp_path, tokenizer):
     one = prepare_data(config(tmp_path, data__cache=False), tokenizer)
     three = prepare_data(config(tmp_path, data__cache=False, data__num_proc=3), tokenizer)
@@ -153,6 +156,7 @@ def damage(entry: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["truncated", "flipped", "no marker"])
+@pytest.mark.slow
 def test_a_damaged_entry_is_rebuilt_not_read(tmp_path, tokenizer, caplog, how):
     cfg = config(tmp_path)
     want = rows(prepare_data(cfg, tokenizer).train)  # read now: the pairs are views of the file damaged below
@@ -167,6 +171,7 @@ def test_a_damaged_entry_is_rebuilt_not_read(tmp_path, tokenizer, caplog, how):
     assert not list(Path(cfg.data.cache_dir).glob("*.tmp-*"))  # the damaged copy was removed
 
 
+@pytest.mark.slow
 def test_leftover_temporary_folders(tmp_path, tokenizer, caplog):
     """A process killed while writing leaves `<name>.tmp-*`: never read; removed once it is an hour old."""
     cfg = config(tmp_path)
@@ -210,6 +215,7 @@ print(hashlib.sha256(repr([data.train, data.eval, data.report]).encode()).hexdig
 """
 
 
+@pytest.mark.slow
 def test_two_processes_building_one_key_at_once(tmp_path, tokenizer):
     """Both start building (released together after their imports) and both end with the same, valid data."""
     cfg = config(tmp_path)
@@ -230,6 +236,7 @@ def test_two_processes_building_one_key_at_once(tmp_path, tokenizer):
     assert cache.problem(entry) is None and not list(entry.parent.glob("*.tmp-*"))
 
 
+@pytest.mark.slow
 def test_a_cold_run_trains_from_the_mapped_entry_it_wrote(tmp_path, tokenizer):
     """Once written, the entry's files replace the heap copy: cold and cached runs hold the same memory."""
     data = prepare_data(config(tmp_path), tokenizer)

@@ -55,6 +55,7 @@ def one_call_per_text(pairs, tokenizer, max_length):
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+@pytest.mark.slow
 def test_batched_encoding_equals_one_call_per_text_on_hh():
     cfg = DataConfig(on_bad_record="skip")
     pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], cfg)
@@ -79,6 +80,7 @@ def test_batched_encoding_equals_one_call_per_text_on_hh():
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+@pytest.mark.slow
 def test_kept_positions_and_released_texts():
     pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:300]
     tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
@@ -223,6 +225,7 @@ def test_checked_ids_fall_back_for_good_when_the_direct_call_disagrees(monkeypat
 
 
 @pytest.mark.skipif(not HH_HARMLESS_TEST.exists(), reason="shared HH-RLHF file not present")
+@pytest.mark.slow
 def test_encoding_falls_back_when_the_direct_call_disagrees_on_the_first_chunk(monkeypatch):
     pairs = load_pairs(str(HH_HARMLESS_TEST), "test", [], DataConfig(on_bad_record="skip"))[:1500]
     tokenizer = train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], 1000)
@@ -287,6 +290,7 @@ def test_rm_splits_a_batch_over_threads_only_when_the_librarys_own_threads_are_o
     assert library_threads_off() is False
 
 
+@pytest.mark.slow
 def test_a_wider_word_cache_keeps_the_ids_of_a_tokenizer_that_caches_few_words(tmp_path):
     """rm widens a loaded BPE model's word cache (`tokenizer.WORD_CACHE`). The ids must not change
     when the words outnumber the library's default cache of 10,000 (and outnumber a cache cut to 100 here):

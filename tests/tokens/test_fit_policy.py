@@ -5,6 +5,8 @@
 import ast
 from pathlib import Path
 
+import pytest
+
 from rm.tokens.truncation import Fit, fit_group, search_room
 
 RM = Path(__file__).resolve().parents[2] / "rm"
@@ -86,6 +88,7 @@ def calls_in_rm(name: str) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_caller_fits_through_fit_group_with_its_policy_named():
     """A second home of rule 4 (a caller's own response filter or one-at-a-time fallback) would drift: training and
     `rm score` read the same long record differently the day one of them changes."""

@@ -78,6 +78,7 @@ def check_same(tokenizer, prompt: str, starts, rooms, response_lengths) -> int:
     return cut
 
 
+@pytest.mark.slow
 def test_the_search_keeps_the_linear_rules_ids_on_random_hh_prompts(tokenizers):
     rng = random.Random(0)
     lost_turns = 0

@@ -31,6 +31,7 @@ def files(out: Path) -> dict[str, str]:
     return {name: (out / name).read_text() for name in names}
 
 
+@pytest.mark.slow
 def test_a_cached_run_is_the_run_that_tokenized(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="rm")
     cache_dir = f"data.cache_dir={tmp_path / 'cache'}"

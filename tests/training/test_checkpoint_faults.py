@@ -63,6 +63,7 @@ def flip_last_bytes(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_flipped_bits_in_the_weights_are_caught_on_resume_and_on_export(killed_run, tmp_path, caplog, capsys):
     out = copy_of(killed_run, tmp_path)
     flip_last_bytes(out / "checkpoints" / "step-6" / WEIGHTS)

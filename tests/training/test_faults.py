@@ -44,6 +44,7 @@ def nan_at(calls: set[int]):
     return loss
 
 
+@pytest.mark.slow
 def test_a_nonfinite_loss_skips_exactly_its_step(tmp_path, monkeypatch):
     """A constant learning rate makes the reference simple: a 6-step run whose 6th loss is NaN must end
     with exactly the weights of a clean 5-step run (the skipped step touched neither weights nor Adam)."""
@@ -191,6 +192,7 @@ def long_and_short(folder, short_train: int, short_test: int):
         (["train.report_to=[wandb]"], "train.report_to: wandb is not installed"),
     ],
 )
+@pytest.mark.slow
 def test_runs_with_nothing_to_do_or_bad_settings_fail_in_one_line(tmp_path, capsys, overrides, says):
     if isinstance(overrides, str):
         overrides = long_and_short(tmp_path / "data", 3 if overrides == "short train" else 0, 0)
@@ -234,6 +236,7 @@ class InfiniteGradient(torch.autograd.Function):
         return grad * float("inf")
 
 
+@pytest.mark.slow
 def test_a_nonfinite_gradient_with_a_finite_loss_skips_its_step(tmp_path, monkeypatch):
     """As for a NaN loss: a 6-step run whose 6th gradient is infinite ends with the weights of a clean 5-step
     run. The check is the norm clipping computes (train.max_grad_norm > 0, the default)."""

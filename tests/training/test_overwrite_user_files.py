@@ -51,6 +51,7 @@ def refused(out, capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_the_users_files_inside_rms_folders_stop_overwrite(finished, tmp_path, capsys):
     """The reproduction: a card note in export/, a backup in checkpoints/, one's own TensorBoard run in rm/
     (named as TensorBoard names its files). Refused, naming all three; once moved away, the run is replaced."""
@@ -94,6 +95,7 @@ def test_the_refusal_names_twenty_files_and_counts_the_rest(finished, tmp_path, 
     assert "shard-20.bin" not in err
 
 
+@pytest.mark.slow
 def test_a_re_export_into_the_run_is_recorded(finished, tmp_path, capsys):
     """`rm export RUN --out RUN/export --overwrite --normalize` rewrites the export's config.json: rm wrote it,
     so it records it, and train.overwrite replaces the run afterwards."""
@@ -130,6 +132,7 @@ def test_a_run_directory_of_the_previous_manifest_layout_is_replaced(finished, t
     assert json.loads((out / "rm_run.json").read_text())["version"] == 3
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_what_it_recorded(finished, tmp_path, capsys):
     """A resumed run claims the folder again: what the first claim proved (TensorBoard's files, the data, the
     tokenizer) stays recorded beside what the resumed run writes, so train.overwrite still replaces it all."""

@@ -13,6 +13,7 @@ RUN = ["data.synthetic.n_train=96", "data.synthetic.n_eval=24", *TINY_MODEL, "tr
 RUN += ["train.max_steps=3", "train.save_steps=3", "train.report_to=[]", "train.num_threads=1", "export.enabled=false"]
 
 
+@pytest.mark.slow
 def test_resuming_mid_epoch_under_another_plan_is_refused_and_the_same_plan_resumes(tmp_path):
     run = RUN + [f"output_dir={tmp_path}"]
     main(load_config(QUICKSTART, run))

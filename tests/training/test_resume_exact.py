@@ -41,6 +41,7 @@ def last_checkpoint(out) -> dict:
 
 
 @pytest.mark.parametrize("dropout", DROPOUT)
+@pytest.mark.slow
 def test_a_stopped_run_with_dropout_resumes_exactly(tmp_path, dropout):
     """The RNG restored from the checkpoint must drive the same dropout masks as in the uninterrupted run: making the
     DataLoader's iterator used to draw from it first (8.2e-3 apart at dropout 0.3; 0 without dropout)."""
@@ -55,6 +56,7 @@ def test_a_stopped_run_with_dropout_resumes_exactly(tmp_path, dropout):
     assert any(not torch.equal(v, torch.zeros_like(v)) for v in whole.values())
 
 
+@pytest.mark.slow
 def test_another_batch_size_inside_an_epoch_is_refused_in_one_line(tmp_path):
     """64 -> 32 at step 20 made steps 21-40 all pairs already seen, with only a warning."""
     out = tmp_path / "run"
@@ -83,6 +85,7 @@ main(load_config(sys.argv[1], sys.argv[2:]), on_batch=on_batch if "stop" in os.e
 """
 
 
+@pytest.mark.slow
 def test_two_processes_with_dropout_stopped_and_resumed_end_as_the_uninterrupted_run(tmp_path):
     """Item 7 under 2 processes (gloo, CPU): each process restores its own RNG states before its dropout masks.
     Measured: max weight diff 0 (gloo sums the two gradients in the same order in both runs)."""

@@ -28,6 +28,7 @@ def checksums(folder) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_changes_nothing(tmp_path, capsys):
     """The demo sets train.overwrite=true; its saved config.yaml must not carry it (nor train.resume), so that
     resuming from that config does not retrain from step 0 and replace eval.json, export/ and the logs."""
@@ -63,6 +64,7 @@ def bad_data(folder, broken: bool):
         (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_before_training_leaves_nothing_and_the_fixed_command_runs(tmp_path, capsys):
     """A data error used to leave config.yaml behind, and the same command, fixed, was then refused."""
     data, out = tmp_path / "data", tmp_path / "runs" / "x"
@@ -114,6 +116,7 @@ def test_files_rm_did_not_write_are_never_written_over(tmp_path, capsys):
     assert (tmp_path / "config.yaml").read_text() == "my: notes\n"
 
 
+@pytest.mark.slow
 def test_the_saved_config_holds_absolute_paths_and_works_from_another_directory(tmp_path, monkeypatch, capsys):
     """Paths in a config are read from the current directory; the run's config.yaml holds them absolute, so
     exporting (which reads the data to normalise) works from anywhere."""
@@ -130,6 +133,7 @@ def test_the_saved_config_holds_absolute_paths_and_works_from_another_directory(
     assert "reward_normalization" in json.loads((elsewhere / "e" / "config.json").read_text())
 
 
+@pytest.mark.slow
 def test_overwrite_deletes_only_what_the_run_wrote(tmp_path, capsys):
     """A run's folder where the user then kept data/prefs.jsonl (their run's own source) and the run
     itself read its data from elsewhere: train.overwrite deleted data/. It is not in the run's manifest: refused
