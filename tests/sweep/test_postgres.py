@@ -4,8 +4,9 @@ A throwaway server (the PostgreSQL binaries of the machine, e.g. Debian's postgr
 temporary data directory on 127.0.0.1 and a free port) is started for this module and stopped after
 it. `python -m rm sweep FILE --storage postgresql://…` creates the study and a second process with
 `--worker` joins it: both run trials, each grid point once, and the results table lists every trial.
-Then a lost machine's trial (taken, its heartbeat stopped) is found stale by a worker in this process after
-`heartbeat_grace` seconds, failed and run again.
+Then one sweep process and its trial's child (`launch: subprocess`) are killed with SIGKILL (a lost
+machine): the other process, still running, finds the trial's heartbeat stale after
+`heartbeat_grace` seconds, fails it and runs it again.
 """
 
 import csv
@@ -13,6 +14,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,10 +29,7 @@ import yaml
 from optuna.trial import TrialState
 
 from conftest import QUICKSTART, REPO, TINY_MODEL, wait_for
-from rm.cli import main as cli
-from rm.sweep.budget import enqueue_grid, take
-from rm.sweep.config import load_sweep
-from rm.sweep.study import RETRY_OF, fail_stale, open_study, resolve
+from rm.sweep.study import RETRY_OF
 
 pytest.importorskip(
     "psycopg", reason="the PostgreSQL driver comes with the sweep-db extra: pip install -e '.[sweep-db]'"
@@ -157,35 +156,33 @@ def test_a_second_worker_joins_the_study_and_both_run_trials(tmp_path, postgres_
         assert sorted(int(r["trial"]) for r in csv.DictReader(f)) == [t.number for t in done]
 
 
-def test_a_killed_workers_trial_is_rerun_by_the_other_after_its_heartbeat_stops(tmp_path, postgres_url, monkeypatch):
-    """A lost machine: its trial was taken and beaten for, then nothing more (another host, so no process can be
-    looked up: only the heartbeat tells). The lost machine is played here by hand, and the worker that finds the
-    trial stale runs in this process (killing real sweep processes is tests/sweep/test_sweep.py's): the trial is
-    failed once its heartbeat is heartbeat_grace seconds old, not before, and the worker runs it again."""
-    monkeypatch.chdir(REPO)
+def test_a_killed_workers_trial_is_rerun_by_the_other_after_its_heartbeat_stops(tmp_path, postgres_url):
     grace = 2
-    path = sweep_file(tmp_path, "kill", [1e-3, 3e-3], launch="auto", heartbeat_interval=1, heartbeat_grace=grace)
-    sweep = resolve(path, load_sweep(path), postgres_url)
-    lost = open_study(sweep, create=True)
-    assert enqueue_grid(lost, sweep.cfg) == 2
-    taken, _ = take(lost, True, postgres_url)
-    taken.set_user_attr("host", "a-lost-machine")
-    taken.set_user_attr("pid", 1)
-    lost._storage.record_heartbeat(taken._trial_id)  # its last beat
-    beat_at = datetime.now()
-    fail_stale(lost)
-    assert lost.trials[taken.number].state == TrialState.RUNNING  # a fresh heartbeat: not failed at once
+    path = sweep_file(tmp_path, "kill", [1e-3, 3e-3], heartbeat_interval=1, heartbeat_grace=grace)
+    doomed = start(path, postgres_url, tmp_path / "doomed.log", worker=False)
+    wait_for(study_opened(tmp_path / "doomed.log", "kill"), "the first process to create the study", [doomed])
 
-    assert cli(["sweep", str(path), "--storage", postgres_url, "--worker"]) == 0
+    def child_running(pid: int) -> bool:
+        return any(t.user_attrs.get("pid") == pid and "child_pid" in t.user_attrs for t in trials(postgres_url, "kill"))
+
+    wait_for(lambda: child_running(doomed.pid), "the first process's trial to start its child", [doomed])
+    survivor = start(path, postgres_url, tmp_path / "survivor.log", worker=True)
+    # Killed once the survivor's own trial has started: it then looks for stale trials after that one.
+    wait_for(lambda: child_running(survivor.pid), "the worker's trial to start its child", [doomed, survivor])
+    os.killpg(doomed.pid, signal.SIGKILL)
+    killed_at = datetime.now()
+    doomed.wait()
+    finish(survivor, tmp_path / "survivor.log")
+
     all_trials = trials(postgres_url, "kill")
-    (killed,) = [t for t in all_trials if t.user_attrs["pid"] == 1]
-    assert killed.number == taken.number and killed.state == TrialState.FAIL
+    (killed,) = [t for t in all_trials if t.user_attrs["pid"] == doomed.pid]
+    assert killed.state == TrialState.FAIL
     (rerun,) = [t for t in all_trials if t.system_attrs.get(RETRY_OF) == killed.number]
     assert rerun.state == TrialState.COMPLETE and rerun.params == killed.params
-    assert rerun.user_attrs["pid"] == os.getpid()
+    assert rerun.user_attrs["pid"] == survivor.pid
     # Failed by the heartbeat's timeout, not at once: at least grace - interval after the last beat.
-    waited = (killed.datetime_complete - beat_at).total_seconds()
-    print(f"the lost trial failed {waited:.1f} s after its last heartbeat (heartbeat_grace {grace} s)")
+    waited = (killed.datetime_complete - killed_at).total_seconds()
+    print(f"killed trial failed {waited:.1f} s after the SIGKILL (heartbeat_grace {grace} s)")
     assert waited >= grace - 1
     assert Counter(t.state for t in all_trials) == {TrialState.COMPLETE: 2, TrialState.FAIL: 1}
     with open(tmp_path / "kill" / "results.csv") as f:
