@@ -72,21 +72,22 @@ def encode_texts(
         # verbose=False: no warning about a text past model_max_length, which the rule below fits
         return tokenizer(parts, add_special_tokens=False, verbose=False)["input_ids"] if parts else []
 
-    by_prompt: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
+    sharing: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}  # (prompt, turn starts) -> its texts
     for i, t in enumerate(texts):
-        by_prompt.setdefault((t.prompt, t.turn_starts), []).append(i)
-    fitted: list[tuple[EncodedGroup, int]] = [(scored([], []), 0)] * len(texts)  # per text: its fitted part, slot
+        sharing.setdefault((t.prompt, t.turn_starts), []).append(i)
+    fitted: dict[int, tuple[EncodedGroup, int]] = {}  # per text: its fitted part and its slot there
     longest = longest_token(tokenizer)
-    for (prompt, starts), members in by_prompt.items():
-        responses = [texts[i].response for i in members]
-        parts = _truncated(ids, prompt, starts, responses, max_length, prefix, longest)
+    for (prompt, starts), members in sharing.items():
+        answers = [texts[i].response for i in members]
+        parts = _truncated(ids, prompt, starts, answers, max_length, prefix, longest)
         slots = [(g, k) for g in parts for k in range(len(g.response_ids))]
         for i, (g, k) in zip(members, slots, strict=True):
             if not len(g.prompt_ids) + len(g.response_ids[k]):  # nothing to read a reward at (a neighbour's token)
                 raise RecordError("empty_text", "the text to score is empty (and the tokenizer adds no BOS token)")
             fitted[i] = (g, k)
     out: list[EncodedGroup] = []  # neighbours in text order from one fitted part stay one group
-    for i, (g, k) in enumerate(fitted):
+    for i in range(len(texts)):
+        g, k = fitted[i]
         if i and fitted[i - 1][0] is g:
             out[-1].response_ids.append(g.response_ids[k])
         else:
