@@ -36,17 +36,22 @@ references: $(REF_VENV)/.installed
 demo: setup
 	$(BIN)/python -m rm train configs/quickstart.yaml train.overwrite=true
 
+# pytest-xdist's workers, each on its own share of the cores (tests/conftest.py), the tests that read the shared
+# launches all on one (--dist loadgroup): 2 for the 2-core machines rm's CI runs on; WORKERS=0 runs one process.
+WORKERS ?= 2
+XDIST = -n $(WORKERS) --dist loadgroup
+
 test: setup references
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # The edit-test loop: the suite without the tests marked slow (launched processes, end-to-end runs, tests of
 # about a second or more), under two minutes; `make test` (what CI runs) is the whole suite.
 test-fast: setup references
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 # Line coverage of rm/ over the whole suite, launched processes included ([tool.coverage.run] in pyproject.toml).
 coverage: setup references
-	$(BIN)/python -m pytest -q --cov --cov-report=term:skip-covered
+	$(BIN)/python -m pytest -q $(XDIST) --cov --cov-report=term:skip-covered
 
 # Throughput against TRL on the real HH file (about 15 minutes; see scripts/bench_train.py).
 bench: setup

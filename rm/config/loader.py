@@ -94,11 +94,18 @@ class YamlLoader(yaml.SafeLoader):
     """The safe loader, plus floats written without a dot ("1e-4"), which YAML 1.1 reads as strings."""
 
 
-YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
-    list("-+0123456789."),
-)
+class FastYamlLoader(getattr(yaml, "CSafeLoader", YamlLoader)):
+    """YamlLoader on libyaml's parser, where PyYAML was built with it: a run's config in 0.5 ms rather than 4
+    (every `rm eval`, `rm score` and export reads one or more). The constructor, and so what a file may build, is
+    the safe one either way; a file it refuses is read again by YamlLoader, whose words the error quotes."""
+
+
+for _loader in (YamlLoader, FastYamlLoader):
+    _loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+        list("-+0123456789."),
+    )
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -125,7 +132,11 @@ def _merge(raw: dict[str, Any], path: list[str], value: Any) -> None:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML file's top-level mapping, read with the safe loader; errors name the file."""
     try:
-        raw = yaml.load(Path(path).read_text(), Loader=YamlLoader) or {}
+        text = Path(path).read_text()
+        try:
+            raw = yaml.load(text, Loader=FastYamlLoader) or {}
+        except yaml.YAMLError:
+            raw = yaml.load(text, Loader=YamlLoader) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}{relative_note(path)}") from None
     except yaml.MarkedYAMLError as e:  # one line with file:line:column, not PyYAML's 8 about "<unicode string>"

@@ -23,6 +23,7 @@ reads `launched(N).run("<name>")`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -247,6 +248,8 @@ def main(folder: Path, inputs: dict, names: list[str]) -> None:
     from accelerate.state import PartialState
 
     import_test_modules()
+    gc.collect()
+    gc.freeze()  # the imports' objects: every run's accelerate `free_memory` collects, and no longer walks them
     rank, processes = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.distributed.init_process_group("gloo")
     destroy = PartialState.destroy_process_group
