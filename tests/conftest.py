@@ -5,6 +5,7 @@ import gc
 import os
 import random
 import shutil
+import signal
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -249,9 +250,14 @@ def launched(exported_tiny, tmp_path_factory):
 
 
 def pytest_configure(config):
-    """A pytest-xdist worker (`make test` starts two) keeps to a core of its own, with what it starts: torch's
+    """Ctrl-C live, as in a terminal, where a job was started with SIGINT ignored (`(cmd &)` in a script does that,
+    and every process it starts inherits it): the tests of Ctrl-C and of rm putting Python's handler back need it.
+
+    A pytest-xdist worker (`make test` starts two) keeps to a core of its own, with what it starts: torch's
     threads in the tests that run rm in process follow the cores a process may use (rm/model/threads.py), and two
     workers each taking every core had four threads contend for two (the fast tier 49 s rather than 39)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))

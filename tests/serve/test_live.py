@@ -6,6 +6,7 @@ import json
 import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -71,7 +72,7 @@ def test_a_keyed_server_on_all_interfaces_drains_in_flight_requests_on_sigterm(s
     sockets = [send_raw(server.url, "/score", {"texts": [t]}, KEY) for t in TEXTS]
     with ThreadPoolExecutor(len(sockets)) as pool:
         answers = pool.map(read_raw, sockets)
-        wait_a_little()
+        wait_until_read(sockets)
         server.proc.send_signal(signal.SIGTERM)
         answers = list(answers)
     assert server.proc.wait(timeout=60) == 0
@@ -83,11 +84,32 @@ def test_a_keyed_server_on_all_interfaces_drains_in_flight_requests_on_sigterm(s
     assert KEY not in output
 
 
-def wait_a_little() -> None:
-    """Long enough for the server's event loop to accept the connections already written (it is idle)."""
+def wait_until_read(clients: list[socket.socket]) -> None:
+    """Until the server has accepted each client's connection and read every byte written to it, so a SIGTERM
+    finds them in flight, however loaded the machine: from /proc/net/tcp, where the server's end of a connection
+    shows the bytes it has not read yet (rx_queue) and its listening socket the connections not yet accepted.
+    (A fixed sleep here had the server still accepting under load; the 60 s only guards a hang.)"""
     import time
 
-    time.sleep(0.4)
+    port = clients[0].getpeername()[1]
+    ends = {f"{a.getsockname()[1]:04X}" for a in clients}  # the clients' ports, as /proc/net/tcp writes them
+    deadline = time.monotonic() + 60
+    while True:
+        unread, backlog, seen = 0, 0, set()
+        for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            local, remote, state, queues = row.split()[1:5]
+            if int(local.split(":")[1], 16) != port:
+                continue
+            rx = int(queues.split(":")[1], 16)
+            if state == "0A":  # LISTEN: rx_queue is its accept backlog
+                backlog += rx
+            elif (end := remote.split(":")[1]) in ends:
+                seen.add(end)
+                unread += rx
+        if seen == ends and not unread and not backlog:
+            return
+        assert time.monotonic() < deadline, f"the server left {unread} bytes unread, {backlog} connections unaccepted"
+        time.sleep(0.05)
 
 
 def test_sigterm_gives_up_on_a_stuck_request_after_drain_seconds_in_one_line(servers):
@@ -100,7 +122,7 @@ def test_sigterm_gives_up_on_a_stuck_request_after_drain_seconds_in_one_line(ser
     head = f"POST /score HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
     stuck.sendall(head.encode() + b"\r\n" + b'{"texts": ["')
     idle = socket.create_connection((parts.hostname, parts.port), timeout=60)
-    wait_a_little()
+    wait_until_read([stuck, idle])
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=60) == 0
     status, body = read_raw(stuck)
