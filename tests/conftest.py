@@ -246,7 +246,10 @@ def launched(exported_tiny, tmp_path_factory):
     traceback."""
     from launched.launch import Launches
 
-    return Launches(tmp_path_factory.mktemp("launched"), {"exported_tiny": str(exported_tiny)})
+    base = tmp_path_factory.getbasetemp()  # under pytest-xdist a worker's own: the session's is its parent
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "launched"
+    root.mkdir(exist_ok=True)
+    return Launches(root, {"exported_tiny": str(exported_tiny)})
 
 
 def pytest_configure(config):
@@ -276,7 +279,8 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: two workers, --dist loadgroup), every test that reads the shared launches
-    runs on one worker, so a session starts each launch once; the other worker takes the rest meanwhile."""
+    on one worker, the other taking the rest meanwhile: where pytest-xdist honours the group (not 3.8 under pytest
+    9.2, pytest-dev/pytest-xdist#1386), nobody waits for a launch another worker runs (tests/launched/launch.py)."""
     for item in items:
         if "launched" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("launched"))

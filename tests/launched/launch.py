@@ -5,6 +5,7 @@ each test its scenario's folder, or fails the test with that scenario's tracebac
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -31,10 +32,11 @@ def free_port() -> int:
 
 
 class Launch:
-    """What the job of `processes` processes left: each scenario's folder, and the error of each that failed."""
+    """What the job of `processes` processes left: each scenario's folder, the error of each that failed, and the
+    inputs it ran with (a worker reads a launch another worker ran, with that worker's fixtures)."""
 
-    def __init__(self, folder: Path, processes: int, errors: dict[str, str]):
-        self.folder, self.processes, self.errors = folder, processes, errors
+    def __init__(self, folder: Path, processes: int, errors: dict[str, str], inputs: dict[str, str]):
+        self.folder, self.processes, self.errors, self.inputs = folder, processes, errors, inputs
 
     def run(self, name: str) -> Path:
         """The output_dir of scenario `name`; its error, if it failed, fails the calling test."""
@@ -61,7 +63,13 @@ class Launch:
 
 
 class Launches:
-    """`launched(N)`: the job of N processes, started on first use and kept for the session."""
+    """`launched(N)`: the job of N processes, started on first use and kept for the session.
+
+    pytest-xdist's workers share `root` (a folder of the session, not of a worker): the first worker to need a
+    launch runs it under a lock and records what failed in `done.json`; a worker that needs it meanwhile waits on
+    the lock, and later ones read the record. So each launch runs once a session however the tests are spread
+    (the tests also carry `xdist_group("launched")`, which pytest-xdist 3.8's --dist loadgroup no longer honours
+    under pytest 9.2's structured node ids: pytest-dev/pytest-xdist#1386)."""
 
     def __init__(self, root: Path, inputs: dict[str, str]):
         self.root, self.inputs, self.done = root, inputs, {}
@@ -70,7 +78,15 @@ class Launches:
         if processes not in self.done:
             if processes == 3:
                 self(2)  # the 3-process eval_rewards scores the export that the 2-process eval_train made
-            self.done[processes] = launch(self.root / str(processes), processes, self.inputs)
+            folder, record = self.root / str(processes), self.root / f"{processes}-done.json"
+            with open(self.root / f"{processes}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                if record.is_file():
+                    saved = json.loads(record.read_text())
+                    self.done[processes] = Launch(folder, processes, saved["errors"], saved["inputs"])
+                else:
+                    self.done[processes] = launch(folder, processes, self.inputs)
+                    record.write_text(json.dumps({"errors": self.done[processes].errors, "inputs": self.inputs}))
         return self.done[processes]
 
 
@@ -92,7 +108,7 @@ def launch(folder: Path, processes: int, inputs: dict[str, str]) -> Launch:
         if not ran:  # the job died before its first scenario: no later one would fare better
             errors |= {name: f"the job did not start (exit code {code}):\n{tail}" for name in left}
         left = [name for name in left if name not in ran]
-    return Launch(folder, processes, errors)
+    return Launch(folder, processes, errors, inputs)
 
 
 def job(folder: Path, processes: int, inputs: dict[str, str], names: list[str]) -> tuple[int | None, str]:

@@ -11,11 +11,11 @@ from suite_helpers import score
 
 
 @pytest.mark.slow
-def test_two_processes_give_one_processs_suite(launched, exported_tiny):
+def test_two_processes_give_one_processs_suite(launched):
     out = launched(2).run("suite")  # `rm eval --suite rewardbench2 --batch-size 3 --bootstrap-samples 10`
     saved = json.loads((out / "eval.json").read_text())
     assert saved["eval"]["processes"] == 2 and "rewardbench2: score" in launched(2).stdout("suite")
-    one = score(exported_tiny, "rewardbench2", batch_size=3)
+    one = score(launched(2).inputs["exported_tiny"], "rewardbench2", batch_size=3)  # the export the launch scored
     rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
     assert len(rows) == len(one.rewards) == 16
     two = np.concatenate([r["rewards"] for r in rows])
