@@ -208,7 +208,7 @@ def random_pairs(vocab: int, n: int, seed: int, early: bool = True) -> list[Enco
         c, r = rng.randint(1, 12), rng.randint(1, 12)
         if early and i % 3 == 0:
             c, r = c + 15, r + 9
-        pairs.append(EncodedGroup.pair(ids(p), ids(c), ids(r), i % 2, rng.random(), index=i))
+        pairs.append(EncodedGroup.pair(ids(p), ids(c), ids(r), i % 2, margin=rng.random(), index=i))
     return pairs
 
 

@@ -138,11 +138,18 @@ def encoded_group(
     at = {k: n for n, k in enumerate(keep)}
     flat = [] if explicit is None else [x for a, b, tie in explicit if a in at and b in at for x in (at[a], at[b], tie)]
     return EncodedGroup(
-        prompt, responses, [rank[k] for k in keep], subset_id, getattr(item, "margin", None) or 0.0, index,
-        [scores[k] for k in keep] if scores is not None else [], flat, prompt_id(item.prompt),
-        [s for k in keep for s in scored[k]] if scored is not None else (),
-        target if (target := getattr(item, "target", None)) is not None else math.nan,
-    )  # fmt: skip
+        prompt,
+        responses,
+        [rank[k] for k in keep],
+        subset_id,
+        margin=getattr(item, "margin", None) or 0.0,
+        index=index,
+        scores=[scores[k] for k in keep] if scores is not None else [],
+        pairs=flat,
+        prompt_id=prompt_id(item.prompt),
+        attributes=[s for k in keep for s in scored[k]] if scored is not None else (),
+        target=target if (target := getattr(item, "target", None)) is not None else math.nan,
+    )
 
 
 def encode_kept(

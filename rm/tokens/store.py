@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import overload
 
 import numpy as np
@@ -61,6 +61,7 @@ class EncodedGroup:
     rank: Sequence[int]
     """Per response: 0 is the best, a larger rank is worse, equal ranks are ties."""
     subset_id: int
+    _: KW_ONLY  # what the record says beyond its order, by name: 11 positional values read as anything
     margin: float = 0.0
     """How much better the best response is than the next (pairs with a margin; `loss.use_margin`)."""
     index: int = -1
@@ -80,10 +81,10 @@ class EncodedGroup:
     """Scoring only, not stored: its texts lost turns or tokens to fit max_length (truncation.py's Fit.KEEP_END)."""
 
     @classmethod
-    def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int,
+    def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int, *,
              margin: float = 0.0, index: int = -1) -> EncodedGroup:  # fmt: skip
         """A pair: the group (prompt, [chosen, rejected]) with chosen ranked first."""
-        return cls(prompt_ids, [chosen_ids, rejected_ids], [0, 1], subset_id, margin, index)
+        return cls(prompt_ids, [chosen_ids, rejected_ids], [0, 1], subset_id, margin=margin, index=index)
 
     @property
     def chosen_ids(self) -> TokenIds:
@@ -250,11 +251,11 @@ class EncodedSplit(Sequence[EncodedGroup]):
         (r_at, ranks), (s_at, scores), (p_at, pairs) = self._rank[b], self._scores[b], self._pairs[b]
         prompt, scored = values[offsets[j] : offsets[j + 1]], self._scored[b] if self._scored else None
         return EncodedGroup(
-            prompt, responses, ranks[r_at[j] : r_at[j + 1]].tolist(), int(self._subset[i]), float(self._margin[i]),
-            int(self._index[i]),
-            scores[s_at[j] : s_at[j + 1]].tolist(), pairs[p_at[j] : p_at[j + 1]].tolist(), int(self._prompt_id[i]),
-            scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
-            float(self._target[i]) if self._target is not None else math.nan,
+            prompt, responses, ranks[r_at[j] : r_at[j + 1]].tolist(), int(self._subset[i]),
+            margin=float(self._margin[i]), index=int(self._index[i]), prompt_id=int(self._prompt_id[i]),
+            scores=scores[s_at[j] : s_at[j + 1]].tolist(), pairs=pairs[p_at[j] : p_at[j + 1]].tolist(),
+            attributes=scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
+            target=float(self._target[i]) if self._target is not None else math.nan,
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:
@@ -295,6 +296,4 @@ def id_lengths(groups: Sequence[EncodedGroup]) -> GroupLengths:
 
 def split_to_table(split: Sequence[EncodedGroup]) -> pa.Table:
     """An encoded split as an Arrow table of `schema_with` (a columnar split's own `.table` as it is)."""
-    if isinstance(split, EncodedSplit):
-        return split.table
-    return EncodedSplit.from_groups(split).table
+    return split.table if isinstance(split, EncodedSplit) else EncodedSplit.from_groups(split).table

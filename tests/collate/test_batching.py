@@ -112,7 +112,7 @@ def test_filling_a_batch_group_by_group_gives_the_plan_of_recounting_it(layout, 
         k = rng.randint(2, 4)
         responses = [[5] * rng.randint(1, 30) for _ in range(k)]
         rank = [rng.randint(0, 2) for _ in range(k)]
-        groups.append(EncodedGroup([1] * rng.randint(1, 50), responses, rank, 0, 0.0, i))
+        groups.append(EncodedGroup([1] * rng.randint(1, 50), responses, rank, 0, margin=0.0, index=i))
     for budget in (150, 400, 1500):
         plan = PairBatches(groups, layout, 8, max_tokens=budget, seed=2, group_pairs=100, pack_length=pack_length)
         recounted = []

@@ -9,7 +9,7 @@ from rm.tokens.store import EncodedGroup
 
 
 def test_padded_collator_matches_its_docstring_example():
-    batch = [EncodedGroup.pair([5, 6], [8], [11, 12], 0, 0.5), EncodedGroup.pair([7], [9, 10], [13], 1)]
+    batch = [EncodedGroup.pair([5, 6], [8], [11, 12], 0, margin=0.5), EncodedGroup.pair([7], [9, 10], [13], 1)]
     out = PaddedCollator(pad_token_id=0)(batch)
     assert out["input_ids"].tolist() == [[5, 6, 8, 0], [7, 9, 10, 0], [5, 6, 11, 12], [7, 13, 0, 0]]
     assert out["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]]

@@ -34,7 +34,9 @@ def groups(vocab: int, n: int, seed: int, sizes: tuple[int, ...] = (3,)) -> list
         k = sizes[i % len(sizes)]
         rank = list(range(k)) if k == 2 else [0, 1, 1, *range(2, k - 1)]
         out.append(
-            EncodedGroup(ids(rng.randint(0, 12)), [ids(rng.randint(1, 9)) for _ in range(k)], rank, i % 2, 0.0, i)
+            EncodedGroup(
+                ids(rng.randint(0, 12)), [ids(rng.randint(1, 9)) for _ in range(k)], rank, i % 2, margin=0.0, index=i
+            )
         )
     return out
 

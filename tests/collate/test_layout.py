@@ -18,7 +18,7 @@ ARCHS = ["llama", "qwen2", "mistral", "gpt_neox"]
 
 def test_collator_matches_its_docstring_example():
     batch = [
-        EncodedGroup.pair([5, 6], [8], [11, 12], 3, 0.5, index=10),
+        EncodedGroup.pair([5, 6], [8], [11, 12], 3, margin=0.5, index=10),
         EncodedGroup.pair([7], [9, 10], [13], 4, index=11),
     ]
     out = SharedCollator(pad_token_id=0, pack_length=9)(batch)
@@ -34,7 +34,7 @@ def test_collator_matches_its_docstring_example():
 
 def test_packed_collator_matches_its_docstring_example():
     batch = [
-        EncodedGroup.pair([5, 6], [8], [11, 12], 3, 0.5, index=10),
+        EncodedGroup.pair([5, 6], [8], [11, 12], 3, margin=0.5, index=10),
         EncodedGroup.pair([7], [9, 10], [13], 4, index=11),
     ]
     out = PackedCollator(pad_token_id=0, pack_length=7)(batch)

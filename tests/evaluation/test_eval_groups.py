@@ -63,7 +63,9 @@ def group(rewards, rank, index, subset=0, prompt_id=None, pairs=()) -> EncodedGr
     responses = [[ZERO + int(2 * r)] for r in rewards]
     prompt = prompt_id if prompt_id is not None else index
     flat = [x for a, b, tie in pairs for x in (a, b, int(tie))]
-    return EncodedGroup([5, 6], responses, list(rank), subset, 0.0, index, [], flat, prompt)
+    return EncodedGroup(
+        [5, 6], responses, list(rank), subset, margin=0.0, index=index, scores=[], pairs=flat, prompt_id=prompt
+    )
 
 
 def hand_groups() -> list[EncodedGroup]:

@@ -158,7 +158,9 @@ def width_groups() -> list[EncodedGroup]:
     process 1's copy of it is tagged before process 2's own."""
     lengths = [9, 9, 6, 6, 3, 2, 6]
     return [
-        EncodedGroup([5], [[7] * n + [i], [8] * n + [i]], [0, 1], 0, 0.0, i, [], [0, 1, 0], i)
+        EncodedGroup(
+            [5], [[7] * n + [i], [8] * n + [i]], [0, 1], 0, margin=0.0, index=i, scores=[], pairs=[0, 1, 0], prompt_id=i
+        )
         for i, n in enumerate(lengths)
     ]
 

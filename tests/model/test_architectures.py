@@ -136,7 +136,7 @@ def window_batch(vocab: int, n: int, seed: int) -> list[EncodedGroup]:
     rng.shuffle(lengths)
     prompt, *responses = [[rng.randrange(3, vocab) for _ in range(k)] for k in (p, *lengths)]
     pairs = window_pairs(vocab, n, seed)
-    return [*pairs[: n // 2], EncodedGroup(prompt, responses, [0, 1, 2], 0, 0.0, n), *pairs[n // 2 :]]
+    return [*pairs[: n // 2], EncodedGroup(prompt, responses, [0, 1, 2], 0, margin=0.0, index=n), *pairs[n // 2 :]]
 
 
 def sequences(groups: list[EncodedGroup]) -> list[list[int]]:

@@ -104,7 +104,7 @@ def test_the_data_bounds_keep_a_float32_micro_batch_finite(kind, davidson):
     from rm.data.formats.pair import ATTRIBUTE_MAX, MARGIN_MAX, SCORE_MAX
 
     top = [ATTRIBUTE_MAX, -ATTRIBUTE_MAX]
-    pairs = [EncodedGroup([5], [[6], [7]], [0, 1], 0, MARGIN_MAX, attributes=top * 2) for _ in range(15)]
+    pairs = [EncodedGroup([5], [[6], [7]], [0, 1], 0, margin=MARGIN_MAX, attributes=top * 2) for _ in range(15)]
     scores = [SCORE_MAX, SCORE_MAX / 3, -SCORE_MAX / 3, -SCORE_MAX]
     group = EncodedGroup([5], [[6], [7], [8], [9]], [0, 1, 2, 3], 0, scores=scores, attributes=top * 4)
     batch = PaddedCollator(0)(pairs + [group])

@@ -16,11 +16,11 @@ from rm.tokens.store import EncodedGroup
 def groups() -> list[EncodedGroup]:
     """A pair; a group of 3 ranked 0 < 1 < 2 with scores; a group of 3 with a tie; a tied pair; explicit pairs."""
     return [
-        EncodedGroup([5], [[6], [7]], [0, 1], 0, 0.5, 0),
-        EncodedGroup([5, 8], [[6], [7, 7], [9]], [0, 1, 2], 0, 0.0, 1, scores=[4.0, 2.5, 1.0]),
-        EncodedGroup([3], [[6], [7], [8]], [0, 0, 1], 1, 0.0, 2),
-        EncodedGroup([4], [[6], [7]], [0, 0], 1, 0.0, 3),
-        EncodedGroup([2], [[6], [7], [8]], [0, 1, 1], 1, 0.0, 4, pairs=[0, 1, 0, 2, 1, 0, 0, 2, 1]),
+        EncodedGroup([5], [[6], [7]], [0, 1], 0, margin=0.5, index=0),
+        EncodedGroup([5, 8], [[6], [7, 7], [9]], [0, 1, 2], 0, margin=0.0, index=1, scores=[4.0, 2.5, 1.0]),
+        EncodedGroup([3], [[6], [7], [8]], [0, 0, 1], 1, margin=0.0, index=2),
+        EncodedGroup([4], [[6], [7]], [0, 0], 1, margin=0.0, index=3),
+        EncodedGroup([2], [[6], [7], [8]], [0, 1, 1], 1, margin=0.0, index=4, pairs=[0, 1, 0, 2, 1, 0, 0, 2, 1]),
     ]
 
 

@@ -30,7 +30,7 @@ def reference_cost(layout: str, chunk: list[EncodedGroup]) -> int:
 @pytest.fixture
 def pairs():
     out = random_pairs(50, 40, seed=3)
-    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
+    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, margin=0.25, index=5)  # an empty prompt
     return out
 
 

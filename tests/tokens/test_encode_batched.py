@@ -47,7 +47,7 @@ def one_call_per_text(pairs, tokenizer, max_length):
             if len(prompt) > room:
                 report.prompt_cut_inside_turn += 1
                 prompt = prompt[len(prompt) - room :] if room else []
-        out.append(EncodedGroup.pair(prefix + prompt, chosen, rejected, 0, pair.margin or 0.0, len(out)))
+        out.append(EncodedGroup.pair(prefix + prompt, chosen, rejected, 0, margin=pair.margin or 0.0, index=len(out)))
     report.kept = len(out)
     ordered = sorted(report.pair_tokens)  # nearest-rank p99: the length 99% of the pairs fit in whole
     report.keeps_99 = ordered[math.ceil(0.99 * len(ordered)) - 1]

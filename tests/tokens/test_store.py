@@ -29,7 +29,7 @@ def chunked(pairs: list[EncodedGroup], sizes: list[int]) -> EncodedSplit:
 @pytest.fixture
 def pairs():
     out = random_pairs(50, 40, seed=3)
-    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, 0.25, 5)  # an empty prompt
+    out[5] = EncodedGroup.pair([], [7], [8, 9], 1, margin=0.25, index=5)  # an empty prompt
     return out
 
 
@@ -102,7 +102,9 @@ def groups_of_mixed_size(n: int, seed: int) -> list[EncodedGroup]:
         responses = [rng.integers(0, 50, int(rng.integers(1, 9))).tolist() for _ in range(k)]
         ranks = rng.integers(0, k, k).tolist()
         out.append(
-            EncodedGroup(rng.integers(0, 50, int(rng.integers(0, 12))).tolist(), responses, ranks, i % 3, 0.0, i)
+            EncodedGroup(
+                rng.integers(0, 50, int(rng.integers(0, 12))).tolist(), responses, ranks, i % 3, margin=0.0, index=i
+            )
         )
     return out
 
@@ -135,3 +137,14 @@ def test_groups_of_any_size_read_back_with_their_lengths(tmp_path):
         assert sizes.sequences(picked).tolist() == expect
     with pytest.raises(ValueError, match="group of 3"):
         _ = next(g for g in mapped if len(g.response_ids) == 3).chosen_ids
+
+
+def test_a_groups_labels_are_given_by_name():
+    """Past the prompt, responses, order and subset, every value is a keyword: a margin written where an index was
+    meant (11 positional values, as encode.py and store.py built groups) is a TypeError, not a wrong label."""
+    with pytest.raises(TypeError):
+        EncodedGroup([5], [[6], [7]], [0, 1], 0, 0.5)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        EncodedGroup.pair([5], [6], [7], 0, 0.5)  # type: ignore[misc]
+    group = EncodedGroup([5], [[6], [7]], [0, 1], 0, margin=0.5, index=3)
+    assert (group.margin, group.index) == (0.5, 3) and EncodedGroup.pair([5], [6], [7], 0, index=3).index == 3
