@@ -36,8 +36,8 @@ references: $(REF_VENV)/.installed
 demo: setup
 	$(BIN)/python -m rm train configs/quickstart.yaml train.overwrite=true
 
-# pytest-xdist's workers, each on its own share of the cores (tests/conftest.py), the tests that read the shared
-# launches all on one (--dist loadgroup): 2 for the 2-core machines rm's CI runs on; WORKERS=0 runs one process.
+# pytest-xdist's workers, each on its own share of the cores (tests/conftest.py), each shared launch run once a
+# session by whichever needs it first: 2 for the 2-core machines rm's CI runs on; WORKERS=0 runs one process.
 WORKERS ?= 2
 XDIST = -n $(WORKERS) --dist loadgroup
 

@@ -278,9 +278,10 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`: two workers, --dist loadgroup), every test that reads the shared launches
-    on one worker, the other taking the rest meanwhile: where pytest-xdist honours the group (not 3.8 under pytest
-    9.2, pytest-dev/pytest-xdist#1386), nobody waits for a launch another worker runs (tests/launched/launch.py)."""
+    """Under pytest-xdist (`make test`: two workers, --dist loadgroup), the tests that read the shared launches are
+    one group, meant for one worker while the other takes the rest, so that no worker waits for a launch another
+    runs (tests/launched/launch.py). pytest-xdist 3.8 does not honour the group under pytest 9.2
+    (pytest-dev/pytest-xdist#1386); the launches' lock keeps them once a session regardless."""
     for item in items:
         if "launched" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("launched"))

@@ -66,7 +66,7 @@ class Launches:
     """`launched(N)`: the job of N processes, started on first use and kept for the session.
 
     pytest-xdist's workers share `root` (a folder of the session, not of a worker): the first worker to need a
-    launch runs it under a lock and records what failed in `done.json`; a worker that needs it meanwhile waits on
+    launch runs it under a lock and records what failed in `<N>-done.json`; a worker that needs it meanwhile waits on
     the lock, and later ones read the record. So each launch runs once a session however the tests are spread
     (the tests also carry `xdist_group("launched")`, which pytest-xdist 3.8's --dist loadgroup no longer honours
     under pytest 9.2's structured node ids: pytest-dev/pytest-xdist#1386)."""
