@@ -80,15 +80,15 @@ def prepare(bpe_on: list, sets: dict[str, list], work: Path, vocab: int, max_len
     """The BPE and the token ids every benchmark mode uses, made on the library's own path.
 
     The BPE is trained on the texts of `bpe_on` (pairs or groups, all of them) as `rm train` trains a random-init
-    model's (rm/tokens/bpe.py), into `work/tokenizer`. Each set of `sets` is encoded as training encodes a split
+    model's (rm/tokens/prepare.py), into `work/tokenizer`. Each set of `sets` is encoded as training encodes a split
     (rm/tokens/encode.py, which fits each group by rm/tokens/truncation.py's rule). An item is kept only where that
     rule leaves it whole (its prefix, prompt and longest response within `max_length`): where rm would cut a
     prompt, or drop a response or the group, TRL drops the pair, so every mode leaves it out alike and all of them
     compare on identical work."""
     from rm.config import RunConfig, TokenizerConfig
     from rm.config.rundir import RunDir
-    from rm.tokens.bpe import train_run_bpe
     from rm.tokens.encode import encode_kept
+    from rm.tokens.prepare import train_run_bpe
 
     work.mkdir(parents=True, exist_ok=True)
     cfg = RunConfig(output_dir=str(work), tokenizer=TokenizerConfig(vocab_size=vocab, train_pairs=0))

@@ -58,7 +58,7 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
     losses over whole rankings (rm/model/group_loss.py) and for eval. With `model.head.attributes`, also
     `attributes` ([responses, A] float32 in reward order, NaN where a score is missing; `response_attributes`); with
     `loss.strength=soft`, `pair_target` ([strict pairs] float32: a pair's soft label p, NaN where hard), present
-    only when a group of the batch has one."""
+    only when a group of the batch has one; and each registered label under its name (`label_tensors`)."""
     at = {gk: n for n, gk in enumerate(order)}
     strict: dict[str, list] = {"better": [], "worse": [], "pair_group": [], "pair_margin": []}
     ties: dict[str, list] = {"tie_a": [], "tie_b": [], "tie_group": []}
@@ -86,7 +86,20 @@ def group_fields(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dic
         "response_slot": torch.tensor([a for _, a in order], dtype=torch.long),
         **response_attributes(batch, order),
         **pair_targets(batch, strict["pair_group"]),
+        **label_tensors(batch, order),
     }
+
+
+def label_tensors(batch: list[EncodedGroup], order: list[tuple[int, int]]) -> dict[str, torch.Tensor]:
+    """Each registered label of the batch's groups under its name (rm/data/labels.py), float32: [groups] for a
+    group's value, [responses] in reward order for one per response; NaN where a group has none."""
+    out = {}
+    for name in dict.fromkeys(n for g in batch for n in g.labels):
+        values = [g.labels.get(name, math.nan) for g in batch]
+        if any(isinstance(v, Sequence) for v in values):  # per response
+            values = [batch[i].labels[name][k] if name in batch[i].labels else math.nan for i, k in order]
+        out[name] = torch.tensor(values, dtype=torch.float32)
+    return out
 
 
 def pair_targets(batch: list[EncodedGroup], pair_group: list[int]) -> dict[str, torch.Tensor]:

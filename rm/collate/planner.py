@@ -23,7 +23,8 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from rm.collate.token_budget import Rows, fill
-from rm.tokens.store import EncodedGroup, id_lengths
+from rm.tokens.lengths import id_lengths
+from rm.tokens.store import EncodedGroup
 
 
 def shared_cost(group: list[int], pack_length: int) -> int:

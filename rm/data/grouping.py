@@ -33,6 +33,7 @@ from rm.data.formats.argilla import EDIT
 from rm.data.formats.group import Group, ranks_from_scores
 from rm.data.formats.pair import Pair
 from rm.data.formats.rows import Row
+from rm.data.labels import registered
 from rm.errors import DataError, RecordError
 
 _LINE = re.compile(r"^(.*?)(:| row )(\d+)$")
@@ -91,9 +92,10 @@ def group_rows(rows: list[Row], report: DataReport) -> Group:
     origin = joined_origin([row.origin for row in rows])
     first = rows[0]
     attributes = None if first.attributes is None else tuple(row.attributes for row in rows)
+    labels = merged_labels([(row.labels, (k,)) for k, row in enumerate(rows)], len(rows), report)
     return Group(
         first.prompt, responses, ranks_from_scores(scores), first.subset, origin, first.turn_starts, tuple(scores),
-        attributes=attributes,
+        attributes=attributes, labels=labels,
     )  # fmt: skip
 
 
@@ -125,7 +127,30 @@ def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pai
     first = pairs[0]
     origin = joined_origin([p.origin for p in pairs])
     attributes = merged_attributes(pairs, index)
-    return Group(first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples, attributes)
+    labels = merged_labels([(p.labels, (index[p.chosen], index[p.rejected])) for p in pairs], len(index), report)
+    return Group(
+        first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples, attributes,
+        labels=labels,
+    )  # fmt: skip
+
+
+def merged_labels(given: list[tuple[dict, tuple[int, ...]]], k: int, report: DataReport) -> dict:
+    """A group's registered labels from its records' (labels, the group's positions of their responses): per
+    response the first value given; a group value all records give alike, else none (counted as dropped)."""
+    out: dict = {}
+    for name in dict.fromkeys(n for labels, _ in given for n in labels):
+        values = [(labels[name], at) for labels, at in given if name in labels]
+        if registered()[name].level == "response":
+            row = [math.nan] * k
+            for value, at in values:
+                for position, v in zip(at, value if isinstance(value, tuple) else (value,), strict=True):
+                    row[position] = v if math.isnan(row[position]) else row[position]
+            out[name] = tuple(row)
+        elif len(values) == len(given) and len({v for v, _ in values}) == 1:
+            out[name] = values[0][0]
+        else:
+            report.count("grouped", f"{name}_dropped", len(values))
+    return out
 
 
 def merged_attributes(pairs: list[Pair], index: dict[str, int]) -> tuple[tuple[float, ...], ...] | None:

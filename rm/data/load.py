@@ -32,6 +32,7 @@ from rm.data.formats.pair import Pair, ParseContext
 from rm.data.formats.parse import COLUMNS_HINT, apply_columns, detect_format, parse_record, unmapped
 from rm.data.formats.strength import soft_targets
 from rm.data.grouping import gather_groups
+from rm.data.labels import label_counts
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.data.splits import apply_mixture, holdout_split, prompt_overlap, shape_counts, subset_counts
 from rm.errors import DataError, NotPreferenceData, RecordError
@@ -217,6 +218,8 @@ def load_data(
         report.notes["groups"]["split_version"] = cfg.split_version
     # Counted, not moved: an explicit eval split is the user's to choose (a benchmark's test set stays whole).
     report.notes["overlap"] = prompt_overlap(train, held)
+    if counts := label_counts(train + held):  # registered labels (rm/data/labels.py): how many items carry each
+        report.notes["labels"] = counts
     if head is not None and head.attributes:
         report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
     if loss is not None and loss.strength == "soft":

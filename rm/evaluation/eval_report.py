@@ -17,9 +17,8 @@ per subset (rm/evaluation/eval_result.py), and writes, into `out`:
 A model with attribute outputs (output 0 the reward, outputs 1.. named in `id2label`) has the records'
 scores of those names read beside each response, and eval.json gets `attributes` (RMSE, Pearson, Spearman per
 attribute and subset, AUC for a 0/1 one: rm/evaluation/attribute_metrics.py), drawn in attributes.png, and each
-response's outputs in rewards.jsonl; without them nothing changes. Pairs that carry soft labels (a preference
-strength, loss.strength=soft) add `soft_calibration` (rm/evaluation/soft_calibration.py).
-"""
+response's outputs in rewards.jsonl. Pairs with soft labels (a preference strength, loss.strength=soft) add
+`soft_calibration` (rm/evaluation/soft_calibration.py); registered labels, their metrics' blocks (summary.py)."""
 
 from __future__ import annotations
 
@@ -51,6 +50,7 @@ from rm.evaluation.report.html_page import render_html
 from rm.evaluation.report.markdown import has_groups, render_markdown
 from rm.evaluation.soft_calibration import gathered_calibration
 from rm.evaluation.split_rewards import item_attributes, item_rewards, nonfinite_rewards, reward_rows, score_split
+from rm.evaluation.summary import label_blocks
 from rm.model.build import check_positions
 from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
 from rm.tokens.encode import encode_kept
@@ -92,21 +92,10 @@ class EvalOptions:
 
 def eval_block(
     options: EvalOptions,
-    report: DataReport,
-    *,
-    model: str,
-    data: str,
-    loaded: int,
-    max_length: int,
-    processes: int,
-    started: float,
-    plots: list[str],
-    truncated: int,
-    rewards_nonfinite: int,
-    dropped: list | None = None,
-    responses_dropped: int = 0,
+    report: DataReport, *, model: str, data: str, loaded: int, max_length: int, processes: int, started: float,
+    plots: list[str], truncated: int, rewards_nonfinite: int, dropped: list | None = None, responses_dropped: int = 0,
     **more: object,
-) -> dict:
+) -> dict:  # fmt: skip
     """eval.json's `eval` block, for `rm eval` and the suites alike (`more`: the keys one of them adds): what was
     scored, what was left out and why, and how the numbers were drawn."""
     return {
@@ -242,6 +231,7 @@ def eval_json(
         result["attributes"] = gathered_block(gathered, run.attributes, kept.subsets)
     if (calibration := gathered_calibration(gathered)) is not None:  # pairs with soft labels (loss.strength=soft)
         result["soft_calibration"] = calibration
+    result |= label_blocks(gathered, kept.subsets)  # registered labels' metrics (rm/evaluation/summary.py)
     grouped = has_groups(result["overall"])
     result["eval"] = eval_block(
         options, run.report, model=run.name, data=describe_data(run.data, run.report), loaded=len(run.items),

@@ -21,9 +21,10 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from rm.data.heap import trim_heap
+from rm.data.labels import registered
 from rm.evaluation.attribute_metrics import attribute_lines, gathered_block
 from rm.evaluation.soft_calibration import gathered_calibration
-from rm.evaluation.summary import summarize_groups
+from rm.evaluation.summary import label_blocks, summarize_groups
 from rm.model.pretrained import model_attributes
 from rm.model.reward import group_outputs
 
@@ -103,6 +104,7 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     was_training = model.training
     model.eval()
     attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
+    labels = gathered_labels(loader)  # the same on every process: every one reads the same entry
     rows: list[dict[str, torch.Tensor]] = []
     seen = 0
     real = getattr(loader.batch_sampler, "real", None)  # None (a list of batches, a prepared loader): all kept
@@ -114,11 +116,27 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
         if real is not None and k > real:  # a filler, run for equal forwards: its group is kept from its own batch
             continue
         copy = copy_tags(accelerator, seen, len(batch["pair_index"]), out.device)
-        rows.append(batch_rows(batch, out, copy, attributes > 0))
+        rows.append(batch_rows(batch, out, copy, attributes > 0) | label_rows(batch, copy, labels))
         seen += len(batch["pair_index"])
     model.train(was_training)
-    local = local_columns(rows, attributes, accelerator.device)
-    return arranged(gather_once(accelerator, local, LINKED))
+    local = local_columns(rows, attributes, accelerator.device, labels)
+    linked = {**LINKED, "responses": LINKED["responses"] + tuple(n for n, lv in labels.items() if lv == "response")}
+    if "group" in labels.values():
+        linked["group_rows"] = tuple(n for n, level in labels.items() if level == "group")
+    return arranged(gather_once(accelerator, local, linked), labels)
+
+
+def gathered_labels(loader: DataLoader) -> dict[str, str]:
+    """The registered labels to gather (rm/data/labels.py): those the loader's split has a column of, by level."""
+    found = getattr(loader.dataset, "labels", {})
+    return {name: level for name, level in found.items() if registered()[name].gather}
+
+
+def label_rows(batch: dict[str, torch.Tensor], copy: torch.Tensor, labels: dict[str, str]) -> dict[str, torch.Tensor]:
+    """The batch's label values beside the rows they belong to: a group's beside `group_rows` (its copy tag), a
+    response's beside `responses`."""
+    rows = {name: batch[name].float() for name in labels}
+    return rows | ({"group_rows": copy[:, None]} if "group" in labels.values() else {})
 
 
 def progress(loader: DataLoader, accelerator: Accelerator) -> tqdm:
@@ -162,7 +180,7 @@ def batch_rows(
 
 
 def local_columns(
-    rows: list[dict[str, torch.Tensor]], attributes: int, device: torch.device
+    rows: list[dict[str, torch.Tensor]], attributes: int, device: torch.device, labels: dict[str, str] | None = None
 ) -> dict[str, torch.Tensor]:
     """This process's columns for `gather_once`: its batches' rows (`batch_rows`) one after another, on `device`.
 
@@ -172,15 +190,17 @@ def local_columns(
     """
     names = ["groups", "responses", "reward", "pairs", "pair_target"]
     names += ["attribute_outputs", "attribute_scores"] if attributes else []
+    names += [*labels, *(["group_rows"] if "group" in labels.values() else [])] if labels else []
     width = {"groups": 4, "responses": 3, "pairs": 4, "attribute_outputs": attributes, "attribute_scores": attributes}
+    width["group_rows"] = 1
     if rows:
         local = {k: torch.cat([r[k] for r in rows]).to(device) for k in names}
     else:  # no batch on this process: empty columns of the same widths
         local = {k: torch.empty((0, width[k]) if k in width else 0, device=device) for k in names}
-    return {k: v.long() if k in ("groups", "responses", "pairs") else v for k, v in local.items()}
+    return {k: v.long() if k in ("groups", "responses", "pairs", "group_rows") else v for k, v in local.items()}
 
 
-def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def arranged(kept: dict[str, torch.Tensor], labels: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
     """`gather_rewards`'s columns from the copies `keep_once` kept: responses by group, then slot; comparisons by
     group, in the batch's order, with their two rewards. On the CPU:
 
@@ -197,6 +217,8 @@ def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     and where a batch carried soft labels (`pair_target`, loss.strength=soft), beside `chosen` and `rejected`:
 
         target                     [strict pairs] each pair's soft label p, NaN where its label is hard
+
+    and each gathered registered label under its name: [groups] (a group's value) or [responses] (one per response).
     """
     groups, responses, reward = kept["groups"], kept["responses"], kept["reward"]
     order = torch.argsort(responses[:, 1], stable=True)
@@ -213,6 +235,12 @@ def arranged(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     better, worse = reward[start[pairs[:, 0]] + pairs[:, 1]], reward[start[pairs[:, 0]] + pairs[:, 2]]
     target = kept["pair_target"][by_group][~tie] if "pair_target" in kept else torch.empty(0)
     soft = {"target": target} if target.isfinite().any() else {}  # only where a pair has a soft label
+    for name, level in (labels or {}).items():
+        if level == "response":
+            soft[name] = kept[name][order]
+        else:
+            soft[name] = torch.full((len(groups),), torch.nan)
+            soft[name][kept["group_rows"][:, 0]] = kept[name]
     return {
         "index": groups[:, 0],
         "subset": groups[:, 1],
@@ -243,7 +271,7 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerato
         result["attributes"] = gathered_block(gathered, model_attributes(accelerator.unwrap_model(model)), subsets)
     if (calibration := gathered_calibration(gathered)) is not None:
         result["soft_calibration"] = calibration
-    return result
+    return result | label_blocks(gathered, subsets)
 
 
 def format_table(result: dict) -> str:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from rm.errors import ConfigError
 from rm.evaluation.metrics import ece
 from rm.evaluation.ranking_metrics import score_flat, summarize_scores
 
@@ -97,3 +99,37 @@ def summarize_groups(gathered: dict[str, torch.Tensor], names: list[str], sample
         return with_group_metrics(summarize(c[mask[strict_group]], r[mask[strict_group]]), groups)
 
     return by_subset(summary, gathered["subset"], names)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    """An eval.json block computed from gathered labels (rm/data/labels.py): training's eval and `rm eval` add it
+    wherever every label it `reads` was gathered, so a new label's metric is one declaration."""
+
+    name: str
+    """Its key in eval.json."""
+    reads: tuple[str, ...]
+    block: Callable[[dict[str, torch.Tensor], list[str]], dict]
+    """(gathered columns: rm/evaluation/gather.py's `arranged`, labels by name; subset names) -> the block."""
+
+
+EVAL_KEYS = {"overall", "subsets", "attributes", "soft_calibration", "calibration", "eval", "suite", "length_bins"}
+EVAL_KEYS |= {"scored", "scores"}
+_METRICS: dict[str, Metric] = {}
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Add `metric` to every eval; a name eval.json already uses, or another metric's, is refused."""
+    if _METRICS.get(metric.name) not in (None, metric) or metric.name in EVAL_KEYS:
+        raise ConfigError(f"metric {metric.name!r}: eval.json already has a block of that name; choose another")
+    _METRICS[metric.name] = metric
+    return metric
+
+
+def unregister_metric(name: str) -> None:
+    _METRICS.pop(name, None)
+
+
+def label_blocks(gathered: dict[str, torch.Tensor], subsets: list[str]) -> dict[str, dict]:
+    """The registered metrics' blocks whose labels were all gathered."""
+    return {m.name: m.block(gathered, subsets) for m in _METRICS.values() if all(n in gathered for n in m.reads)}

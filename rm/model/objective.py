@@ -19,7 +19,8 @@ sigmoid(d) in place of its Bradley-Terry (or Davidson strict) term (rm/model/gro
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,6 +28,8 @@ import torch.nn.functional as F
 
 from rm.collate.comparisons import comparison_counts
 from rm.config.schema import LossConfig, RunConfig
+from rm.data import labels
+from rm.errors import ConfigError, DataError
 from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss, soft_bradley_terry
 from rm.tokens.store import EncodedGroup
 
@@ -146,9 +149,11 @@ def training_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(summed loss, weight) of one micro-batch from the head's outputs: rewards [responses] give
     `preference_loss` as it is; [responses, 1 + A] give preference_coef * that of column 0 + attribute_coef *
-    the attribute term, each group's entries averaged and weighted as its preference term."""
+    the attribute term, each group's entries averaged and weighted as its preference term; and every active
+    registered `LossTerm` adds its own."""
     if out.dim() == 1:
-        return preference_loss(cfg, out, batch, nu_raw)
+        loss, weight = preference_loss(cfg, out, batch, nu_raw)
+        return with_terms(loss, cfg, out, batch), weight
     preference, weight = preference_loss(cfg, out[:, 0], batch, nu_raw)
     target = batch["attributes"].to(out.dtype)  # [responses, A]
     group = batch["response_group"]
@@ -157,4 +162,56 @@ def training_loss(
     share = group_step_weights(cfg, batch).to(out.dtype) / counts.clamp(min=1)  # [groups]
     entry_weight = share[group][:, None].expand_as(target)
     attributes = attribute_loss(cfg.attribute_loss, out[:, 1:], target, entry_weight, log_scale)
-    return cfg.preference_coef * preference + cfg.attribute_coef * attributes, weight
+    loss = cfg.preference_coef * preference + cfg.attribute_coef * attributes
+    return with_terms(loss, cfg, out[:, 0], batch), weight
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossTerm:
+    """A term added to every micro-batch's loss, reading labels (rm/data/labels.py) by name from the batch."""
+
+    name: str
+    consumes: tuple[str, ...]
+    """The labels it reads: a run whose data has no value of one stops after loading, before tokenizing."""
+    loss: Callable[[LossConfig, torch.Tensor, dict[str, torch.Tensor], torch.Tensor], torch.Tensor]
+    """(loss config, rewards [responses], batch, each group's weight in its step [groups]) -> the summed term,
+    its coefficient applied. Weighing each group by the given weight keeps the step's normalisation exact under
+    any number of processes and accumulation steps, as the preference term's is."""
+    active: Callable[[LossConfig], bool] = lambda cfg: True
+
+
+_TERMS: dict[str, LossTerm] = {}
+
+
+def register_loss_term(term: LossTerm) -> LossTerm:
+    """Add `term` to training's loss; a name another term has is refused."""
+    if _TERMS.get(term.name) not in (None, term):
+        raise ConfigError(f"loss term {term.name!r}: the name is taken; choose another")
+    known = labels.registered()
+    if missing := [name for name in term.consumes if name not in known]:
+        raise ConfigError(f"loss term {term.name!r} reads label(s) {', '.join(missing)} that no one registered")
+    _TERMS[term.name] = term
+    return term
+
+
+def unregister_loss_term(name: str) -> None:
+    _TERMS.pop(name, None)
+
+
+def with_terms(loss: torch.Tensor, cfg: LossConfig, rewards: torch.Tensor, batch: dict) -> torch.Tensor:
+    """`loss` plus every active registered term on this micro-batch (`loss` itself, untouched, with none)."""
+    active = [term for term in _TERMS.values() if term.active(cfg)]
+    if not active:
+        return loss
+    weights = group_step_weights(cfg, batch).to(rewards.dtype)
+    return loss + sum(term.loss(cfg, rewards, batch, weights) for term in active)
+
+
+def check_consumed(cfg: LossConfig, counts: dict[str, dict]) -> None:
+    """Refuse, in one line, a run whose active terms read a label its data has no value of (`counts`: the data
+    report's `labels`, items per label read from records; derived labels are always there)."""
+    for term in _TERMS.values():
+        for name in term.consumes if term.active(cfg) else ():
+            label = labels.registered()[name]
+            if label.read is not None and not counts.get(name, {}).get("items"):
+                raise DataError(f"loss term {term.name!r} reads label {name!r}, which no record has ({label.fields})")

@@ -2,7 +2,7 @@
 tokenizing.
 
 An entry is a folder `<cache_dir>/<kind>-<key>`: what it holds is `rm/tokens/entry.py`'s business (encoded
-splits as memory-mapped Arrow files and JSON) or a tokenizer folder (`rm/tokens/bpe.py`); this module only
+splits as memory-mapped Arrow files and JSON) or a tokenizer folder (`rm/tokens/prepare.py`); this module only
 keys, writes and finds folders. It is written as `<kind>-<key>.tmp-<pid>-<random>`, closed with a marker file
 holding the size and CRC-32 of every other file, and renamed into place in one `os.rename`: a reader sees a
 whole entry or none. A reader checks the marker against the files and treats a mismatch (a process killed

@@ -24,6 +24,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rm.data.formats.group import attributes_of, pairs_of, rank_of, responses_of, scores_of
 from rm.data.heap import trim_heap
+from rm.data.labels import registered
 from rm.data.load import Example, LoadedData
 from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
@@ -149,7 +150,22 @@ def encoded_group(
         prompt_id=prompt_id(item.prompt),
         attributes=[s for k in keep for s in scored[k]] if scored is not None else (),
         target=target if (target := getattr(item, "target", None)) is not None else math.nan,
+        labels=group_labels(item.labels, prompt, responses, keep),
     )
+
+
+def group_labels(parsed: dict, prompt: list[int], responses: list[list[int]], keep: list[int]) -> dict:
+    """Every registered label of a group (rm/data/labels.py): those parsed, per response renumbered to the kept
+    responses, and those derived from the ids as fitted."""
+    out = {}
+    for name, label in registered().items():
+        if label.derive is not None:
+            value = label.derive(prompt, responses)
+            out[name] = list(map(float, value)) if label.level == "response" else float(value)
+        elif name in parsed:
+            value = parsed[name]
+            out[name] = [value[k] for k in keep] if label.level == "response" else value
+    return out
 
 
 def encode_kept(
@@ -171,6 +187,7 @@ def encode_kept(
     batches, positions = [], []
     scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
     targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # loss.strength=soft: every item
+    labels = list(registered())  # a column each in every split, NaN where an item has none: one schema for all
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
     longest = longest_token(tokenizer)
 
@@ -194,7 +211,7 @@ def encode_kept(
             fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
             positions.append(start + k)
         report.kept += len(fitted)
-        batches.append(record_batch(fitted, scored, targeted))
+        batches.append(record_batch(fitted, scored, targeted, labels))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         chunks[n] = ([], starts)
         if consume:

@@ -12,16 +12,17 @@ int32 views into the table's buffers (no copy); planning reads whole length arra
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import KW_ONLY, dataclass
-from typing import overload
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
 
+from rm.data.labels import registered
 from rm.errors import DataError
+from rm.tokens.lengths import GroupLengths, lengths_of
 
 SCHEMA = pa.schema(
     [
@@ -42,9 +43,13 @@ OPTIONAL = {"attributes": pa.list_(pa.float64()), "target": pa.float64()}
 NaN = missing) or `loss.strength=soft` (a pair's soft label p, NaN = hard): else exactly SCHEMA."""
 
 
-def schema_with(scored: bool = False, targeted: bool = False) -> pa.Schema:
+def schema_with(scored: bool = False, targeted: bool = False, labels: Sequence[str] = ()) -> pa.Schema:
+    """SCHEMA, the OPTIONAL columns asked for, then one column per registered label named (rm/data/labels.py):
+    float64 for a group's value, list<float64> for one per response; NaN where a group has none."""
     on = {"attributes": scored, "target": targeted}
-    return pa.schema([*SCHEMA, *(pa.field(name, kind) for name, kind in OPTIONAL.items() if on[name])])
+    levels = {name: label.level for name, label in registered().items()}
+    extra = [pa.field(n, pa.float64() if levels[n] == "group" else pa.list_(pa.float64())) for n in labels]
+    return pa.schema([*SCHEMA, *(pa.field(name, kind) for name, kind in OPTIONAL.items() if on[name]), *extra])
 
 
 INT32 = pa.int32()
@@ -77,6 +82,8 @@ class EncodedGroup:
     """Attribute scores, flat [responses x A] (response k's are [k * A, (k + 1) * A)), NaN = missing; () = none."""
     target: float = math.nan
     """A pair's soft label, the target of P(chosen > rejected) (loss.strength=soft); NaN: a hard label."""
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    """Registered labels by name (rm/data/labels.py): a group's float, or a list of one per response."""
     truncated: bool = False
     """Scoring only, not stored: its texts lost turns or tokens to fit max_length (truncation.py's Fit.KEEP_END)."""
 
@@ -105,11 +112,6 @@ def join_ids(*parts: TokenIds) -> np.ndarray:
     return np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts])
 
 
-def same_ids(a: TokenIds, b: TokenIds) -> bool:
-    """Equal id sequences, whether lists or arrays (`==` on arrays compares elementwise)."""
-    return len(a) == len(b) and bool(np.array_equal(np.asarray(a), np.asarray(b)))
-
-
 def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataType = INT32) -> pa.ListArray:
     """A ListArray of `seqs` (arrays of `kind`), or of `inner`'s elements `len(seqs[i])` at a time."""
     offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
@@ -120,11 +122,13 @@ def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataT
 
 
 def record_batch(
-    groups: Iterable[EncodedGroup], scored: bool | None = None, targeted: bool | None = None
-) -> pa.RecordBatch:
-    """One record batch of `SCHEMA` with `attributes` if `scored` and `target` if `targeted` (None: if a group has
-    attributes, a soft target), from groups."""
+    groups: Iterable[EncodedGroup], scored: bool | None = None, targeted: bool | None = None,
+    labels: Sequence[str] | None = None,
+) -> pa.RecordBatch:  # fmt: skip
+    """One record batch of `SCHEMA` with `attributes` if `scored`, `target` if `targeted` and a column per label
+    of `labels` (None: if a group has attributes, a soft target, the label), from groups."""
     groups = list(groups)
+    labels = sorted({n for g in groups for n in g.labels}) if labels is None else labels
     scored = any(len(g.attributes) for g in groups) if scored is None else scored
     targeted = any(not math.isnan(g.target) for g in groups) if targeted is None else targeted
     prompts = [np.asarray(g.prompt_ids, dtype=np.int32).reshape(-1) for g in groups]
@@ -145,43 +149,14 @@ def record_batch(
         columns.append(_lists([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
     if targeted:
         columns.append(pa.array([float(g.target) for g in groups], type=pa.float64()))
-    return pa.RecordBatch.from_arrays(columns, schema=schema_with(scored, targeted))
-
-
-@dataclass
-class GroupLengths:
-    """Token counts of every group as numpy arrays, all that batch planning reads: `prompt` [groups], `responses`
-    [responses] group after group, `starts` [groups + 1] (group g's are `responses[starts[g]:starts[g + 1]]`)."""
-
-    prompt: np.ndarray
-    responses: np.ndarray
-    starts: np.ndarray
-
-    @property
-    def segment(self) -> np.ndarray:
-        """[groups]: tokens of each group with its prompt once (its segment in the shared layout)."""
-        return self.prompt + np.add.reduceat(self.responses, self.starts[:-1]) if len(self.prompt) else self.prompt
-
-    @property
-    def widest(self) -> np.ndarray:
-        """[groups]: prompt + the longest response (the widest row of the group in the padded layout)."""
-        return self.prompt + np.maximum.reduceat(self.responses, self.starts[:-1]) if len(self.prompt) else self.prompt
-
-    @functools.cached_property
-    def one_size(self) -> int:
-        """The response count every group has (2 for pairs), or 0 when sizes differ: found once, since the
-        planner asks `sequences` for every group it tries to add to a micro-batch."""
-        counts = np.diff(self.starts)
-        return int(counts[0]) if len(counts) and (counts == counts[0]).all() else 0
-
-    def sequences(self, groups: np.ndarray) -> np.ndarray:
-        """Prompt + response of every response of `groups` (the packed layout's sequences), flat."""
-        if self.one_size:  # every group of one size (pairs): no loop over groups
-            return (self.prompt[groups, None] + self.responses.reshape(-1, self.one_size)[groups]).ravel()
-        return np.concatenate(
-            [self.prompt[g] + self.responses[self.starts[g] : self.starts[g + 1]] for g in groups.tolist()]
-            or [np.zeros(0, np.int64)]
-        )
+    schema = schema_with(scored, targeted, labels)
+    for name in labels:
+        if schema.field(name).type == pa.float64():
+            columns.append(pa.array([float(g.labels.get(name, math.nan)) for g in groups], type=pa.float64()))
+        else:
+            values = [np.asarray(g.labels.get(name, [math.nan] * len(g.response_ids)), np.float64) for g in groups]
+            columns.append(_lists(values, None, pa.float64()))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 class EncodedSplit(Sequence[EncodedGroup]):
@@ -193,7 +168,10 @@ class EncodedSplit(Sequence[EncodedGroup]):
     """
 
     def __init__(self, table: pa.Table):
-        if not table.schema.equals(schema_with(*(name in table.schema.names for name in OPTIONAL))):
+        extra = [n for n in table.schema.names[len(SCHEMA) :] if n not in OPTIONAL]
+        if set(extra) - set(registered()) or not table.schema.equals(
+            schema_with(*(name in table.schema.names for name in OPTIONAL), extra)
+        ):
             raise DataError(f"encoded groups need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
         if nulls := [name for name in SCHEMA.names if table.column(name).null_count]:
             raise DataError(f"encoded groups have missing values in column(s) {', '.join(nulls)}")
@@ -215,6 +193,8 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._margin = table.column("margin").to_numpy()
         self._target = table.column("target").to_numpy() if "target" in table.schema.names else None
         self._index = table.column("index").to_numpy()
+        self._labels = {n: table.column(n).to_numpy() if registered()[n].level == "group" else
+                        [_views(b.column(n)) for b in batches] for n in extra}  # fmt: skip
 
     @classmethod
     def from_batches(cls, batches: list[pa.RecordBatch]) -> EncodedSplit:
@@ -227,6 +207,11 @@ class EncodedSplit(Sequence[EncodedGroup]):
 
     def __len__(self) -> int:
         return self.table.num_rows
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The registered labels this split has a column of, with their level ("group" or "response")."""
+        return {name: registered()[name].level for name in self._labels}
 
     def __reduce__(self):  # pickled (a spawned data-loader worker) as the table alone: the views are rebuilt
         return EncodedSplit, (self.table,)
@@ -256,6 +241,8 @@ class EncodedSplit(Sequence[EncodedGroup]):
             scores=scores[s_at[j] : s_at[j + 1]].tolist(), pairs=pairs[p_at[j] : p_at[j + 1]].tolist(),
             attributes=scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
             target=float(self._target[i]) if self._target is not None else math.nan,
+            labels={n: float(v[i]) if isinstance(v, np.ndarray) else v[b][1][v[b][0][j] : v[b][0][j + 1]].tolist()
+                    for n, v in self._labels.items()},
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:
@@ -265,7 +252,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
         responses = []
         for outer, (inner, _) in zip(self._outer, self._inner, strict=True):
             responses.append(np.diff(inner[outer[0] : outer[-1] + 1]).astype(np.int64))
-        return _lengths(prompt, counts, responses)
+        return lengths_of(prompt, counts, responses)
 
     def __repr__(self) -> str:
         return f"EncodedSplit({len(self)} groups, {self.table.nbytes / 2**20:.1f} MiB)"
@@ -274,24 +261,6 @@ class EncodedSplit(Sequence[EncodedGroup]):
 def _views(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, values) of a list column as numpy views of its buffers."""
     return column.offsets.to_numpy(), column.values.to_numpy()
-
-
-def _lengths(prompt: list[np.ndarray], counts: list[np.ndarray], responses: list[np.ndarray]) -> GroupLengths:
-    empty = np.zeros(0, np.int64)
-    counts_all = np.concatenate(counts or [empty])
-    starts = np.zeros(len(counts_all) + 1, dtype=np.int64)
-    np.cumsum(counts_all, out=starts[1:])
-    return GroupLengths(np.concatenate(prompt or [empty]), np.concatenate(responses or [empty]), starts)
-
-
-def id_lengths(groups: Sequence[EncodedGroup]) -> GroupLengths:
-    """Token counts of every group: from the Arrow offsets of an `EncodedSplit`, one pass over a plain list."""
-    if isinstance(groups, EncodedSplit):
-        return groups.lengths()
-    prompt = np.array([len(g.prompt_ids) for g in groups], dtype=np.int64)
-    counts = np.array([len(g.response_ids) for g in groups], dtype=np.int64)
-    responses = np.array([len(r) for g in groups for r in g.response_ids], dtype=np.int64)
-    return _lengths([prompt], [counts], [responses])
 
 
 def split_to_table(split: Sequence[EncodedGroup]) -> pa.Table:

@@ -1,8 +1,7 @@
 """One training run, top to bottom: accelerator, data and tokenizer, model, optimizer, loop, eval and export.
 
-Launch with `python -m rm train CONFIG [key=value ...]` or `accelerate launch -m rm train CONFIG`
-(launcher configs in configs/accelerate/). `main` is the run in reading order, one named step each;
-the loop itself is `rm.training.loop.fit`.
+Launch with `python -m rm train CONFIG [key=value ...]` or `accelerate launch -m rm train CONFIG` (launcher
+configs in configs/accelerate/). `main` is the run in reading order, one named step each; the loop is `loop.fit`.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from rm.export.hub import check_push
 from rm.export.restore import rewards_not_finite
 from rm.model.build import build_model, given_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
-from rm.model.objective import group_weights, loss_parameters
+from rm.model.objective import check_consumed, group_weights, loss_parameters
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
 from rm.model.threads import busy_note, set_threads
@@ -129,12 +128,13 @@ def start(cfg: RunConfig, accelerator: Accelerator) -> Start:
 
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     """Pairs loaded, the tokenizer, both splits encoded: by the main process first, from the tokenized-data
-    cache if it has them (rm/tokens/prepare.py), the other processes then reading what it stored."""
-    # A named tokenizer comes first: its chat template (if any) renders message-list data.
+    cache if it has them (rm/tokens/prepare.py), the other processes then reading what it stored. A named
+    tokenizer comes first: its chat template (if any) renders message-list data."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
         tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
-    data = prepare_data(cfg, tokenizer, accelerator.main_process_first, accelerator.is_main_process)
+    first, main = accelerator.main_process_first, accelerator.is_main_process  # labels checked before tokenizing:
+    data = prepare_data(cfg, tokenizer, first, main, lambda counts: check_consumed(cfg.loss, counts))
     train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
     for line in data.report.describe():

@@ -203,6 +203,36 @@ def tokenize_once(ctx: Context) -> None:
         count([str(QUICKSTART), *RUN, f"output_dir={ctx.run}", f"data.cache_dir={ctx.out / 'cache'}"])
 
 
+# tests/training/test_toy_label.py
+
+
+@scenario(2)
+def toy_label(ctx: Context) -> None:
+    """The toy label's run: each process registers it (a user's launch script would), and forgets it after."""
+    import response_length
+    import torch
+    import toy_label as toy
+
+    from conftest import QUICKSTART, SHORT
+    from rm.api import register_label, register_metric
+    from rm.data.labels import unregister
+    from rm.evaluation.summary import unregister_metric
+
+    if ctx.rank == 0:
+        toy.write_toy(ctx.out / "toy", 24, 8)  # what the one-process test trains on
+    torch.distributed.barrier()
+    register_label(response_length.RESPONSE_TOKENS)
+    register_metric(response_length.LENGTH_CORRELATION)
+    toy.install()
+    try:
+        rm_cli("train", QUICKSTART, *SHORT, f"data.source={ctx.out / 'toy'}", "data.eval_split=test",
+               f"output_dir={ctx.run}")  # fmt: skip
+    finally:
+        toy.uninstall()
+        unregister_metric(response_length.LENGTH_CORRELATION.name)
+        unregister(response_length.RESPONSE_TOKENS.name)
+
+
 @contextlib.contextmanager
 def captured(folder: Path, rank: int) -> Iterator[None]:
     """This process's stdout and stderr, at the file descriptors (logging handlers, tqdm, C code), into `folder`."""

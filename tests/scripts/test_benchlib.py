@@ -174,7 +174,7 @@ def test_prepare_keeps_an_item_only_where_rms_fitting_leaves_it_whole(tmp_path):
     a pair a token longer and a group whose long response rm would drop (keeping the other two) are all left out."""
     from rm.data.formats.group import Group
     from rm.data.formats.pair import Pair
-    from rm.tokens.bpe import bpe_texts
+    from rm.tokens.prepare import bpe_texts
     from rm.tokens.tokenizer import train_bpe
 
     turn = "\n\nHuman: question {} about apples?\n\nAssistant: an answer about pears."

@@ -13,7 +13,7 @@ which one it holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rm.data.formats.pair import SCORE_MAX, SCORE_WHY, Pair, number_of
@@ -45,6 +45,8 @@ class Group:
     """Per response, its scores of `model.head.attributes` (NaN where missing); None: none configured."""
     target: float | None = None
     """NaN with `loss.strength=soft` (a group keeps hard labels: rm/data/formats/strength.py); None otherwise."""
+    labels: dict[str, Any] = field(default_factory=dict)
+    """Registered labels' values by name (rm/data/labels.py): a float, or one per response."""
 
 
 Example = Pair | Group

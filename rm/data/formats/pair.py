@@ -57,6 +57,8 @@ class Pair:
     """How much chosen is preferred (read only with `loss.strength=soft`: rm/data/formats/strength.py); None: none."""
     target: float | None = None
     """The soft label p that `strength` maps to once the scale is known (NaN: a hard label); None: not soft."""
+    labels: dict[str, Any] = field(default_factory=dict)
+    """Registered labels' values by name (rm/data/labels.py): a float, or (chosen's, rejected's)."""
 
 
 @dataclass

@@ -50,6 +50,7 @@ from rm.data.formats.pair import (
 from rm.data.formats.ranked import parse_nectar, parse_responses, parse_rewardbench2, parse_ultrafeedback
 from rm.data.formats.rows import HELPSTEER2_SCORES, Row, parse_rows
 from rm.data.formats.strength import HELPSTEER2_PREFERENCE, parse_helpsteer2_preference, with_strength
+from rm.data.labels import parsed_labels
 from rm.errors import RecordError
 
 FORMATS = ("hh", "prompt", "conversation", "argilla", "red-team")
@@ -203,7 +204,9 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
         out[0].attributes = pair_scores(record, ctx.attributes, ctx.attribute_scales)
     if ctx.strength and fmt in ("hh", "prompt", "conversation"):  # loss.strength=soft: the pair's strength
         with_strength(out[0], record, ctx)
-    return out if isinstance(out, list) else [out]
+    out = out if isinstance(out, list) else [out]
+    parsed_labels(record, out)  # every registered label, in every format
+    return out
 
 
 PARSERS: dict[str, Callable[[dict, str, ParseContext], Any]] = {

@@ -12,7 +12,8 @@ rendering is per conversation, so rows of one prompt render the same prompt text
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rm.data.formats.attributes import row_scores
 from rm.data.formats.chat import messages_from
@@ -41,6 +42,8 @@ class Row:
     turn_starts: tuple[int, ...] | None = None
     attributes: tuple[float, ...] | None = None
     """Its scores of `model.head.attributes` (NaN where missing); None: none configured."""
+    labels: dict[str, Any] = field(default_factory=dict)
+    """Registered labels' values by name (rm/data/labels.py): its group's, or its own response's."""
 
 
 def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
