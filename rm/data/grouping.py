@@ -13,9 +13,10 @@ worth putting together even when the data gives them one per record:
   group's `rank` is each response's level in the strict order: 0 for nothing above it, else one more than
   the deepest response above it. A prompt with one record stays a `Pair`. Pair margins are not carried
   into a group (its pairs carry no margin) and are counted as dropped.
-- Records whose strict comparisons form a cycle (line 3 puts A over B, line 7 B over A) have no ranking:
-  under `loss.type: plackett_luce` (`listwise`) the group is a bad record; under `pairwise` it keeps every
-  given pair, a Bradley-Terry loss needing no ranking, and the responses of one cycle share a level.
+- Records whose strict comparisons form a cycle (line 3 puts A over B, line 7 B over A) have no ranking: the
+  group keeps every given pair (a Bradley-Terry loss needs no ranking), the responses of one cycle share a level,
+  and `Group.cycle` names the records, which `loss.type: plackett_luce` turns into a bad record after the
+  tokenized-data cache (rm/collate/loss_labels.py), so that what is cached does not depend on the loss.
 
 Everything else (K-response records, which are groups already, and pairs under `auto`) passes through
 unchanged; the output keeps the input's order, each group where its first record was. Merges are counted
@@ -40,7 +41,7 @@ _LINE = re.compile(r"^(.*?)(:| row )(\d+)$")
 
 
 def gather_groups(
-    items: Sequence[Pair | Group | Row], group_by_prompt: str | bool, listwise: bool, report: DataReport
+    items: Sequence[Pair | Group | Row], group_by_prompt: str | bool, report: DataReport
 ) -> list[Pair | Group]:
     """`items` (as the parsers gave them, in file order) with rows, and under `group_by_prompt: true` pairs,
     gathered into groups by prompt; bad groups go to `report.reject` (stop, or skip and count)."""
@@ -64,7 +65,7 @@ def gather_groups(
             out.append(slot)
             continue
         try:
-            out.append(group_rows(slot, report) if isinstance(slot[0], Row) else merge_pairs_of(slot, listwise, report))
+            out.append(group_rows(slot, report) if isinstance(slot[0], Row) else merge_pairs_of(slot, report))
         except RecordError as e:
             report.reject(joined_origin([m.origin for m in slot]), e)
     return out
@@ -99,7 +100,7 @@ def group_rows(rows: list[Row], report: DataReport) -> Group:
     )  # fmt: skip
 
 
-def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pair | Group:
+def merge_pairs_of(pairs: list[Pair], report: DataReport) -> Pair | Group:
     """One prompt's pairwise records as a group with their comparisons; one record stays a pair."""
     if len(pairs) < 2:
         return pairs[0]
@@ -110,14 +111,8 @@ def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pai
     triples = tuple((index[p.chosen], index[p.rejected], p.tie) for p in pairs)
     strict = [(a, b) for a, b, tie in triples if not tie]
     rank, cyclic = levels(len(index), strict)
+    lines = [p.origin for p, (a, b, tie) in zip(pairs, triples, strict=True) if not tie and (a, b) in cyclic]
     if cyclic:
-        lines = [p.origin for p, (a, b, tie) in zip(pairs, triples, strict=True) if not tie and (a, b) in cyclic]
-        if listwise:
-            message = (
-                f"fields 'chosen'/'rejected': the records at {', '.join(lines)} order this prompt's answers in a "
-                "cycle, so loss.type plackett_luce has no ranking to learn (pairwise keeps them as pairs)"
-            )
-            raise RecordError("contradictory_order", message, "chosen")
         report.count("grouped", "groups_with_cycles")
     report.count("grouped", "pairs_merged", len(pairs))
     report.count("grouped", "groups_from_pairs")
@@ -130,7 +125,7 @@ def merge_pairs_of(pairs: list[Pair], listwise: bool, report: DataReport) -> Pai
     labels = merged_labels([(p.labels, (index[p.chosen], index[p.rejected])) for p in pairs], len(index), report)
     return Group(
         first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples, attributes,
-        labels=labels,
+        labels=labels, cycle=", ".join(lines),
     )  # fmt: skip
 
 

@@ -30,7 +30,7 @@ from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext
 from rm.data.formats.parse import COLUMNS_HINT, apply_columns, detect_format, parse_record, unmapped
-from rm.data.formats.strength import soft_targets
+from rm.data.formats.strength import soft_targets, strength_counts
 from rm.data.grouping import gather_groups
 from rm.data.labels import label_counts
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
@@ -130,14 +130,11 @@ def load_pairs(
     *,
     tokenizer: Any = None,
     report: DataReport | None = None,
-    listwise: bool = False,
     head: Any = None,
-    loss: Any = None,
 ) -> list[Example]:
     """The `split` of `source` as pairs and groups; `cfg` gives format, columns, bad-record mode, Argilla and
-    grouping options. `listwise` (loss.type plackett_luce): a merged group whose orders contradict is a bad record.
-    `head` (`model.head`): its attributes' scores are read per response (rm/data/formats/attributes.py); `loss`
-    (`loss`): with strength=soft each pair's strength too (rm/data/formats/strength.py)."""
+    grouping options. `head` (`model.head`): its attributes' scores are read per response
+    (rm/data/formats/attributes.py). Nothing read depends on the loss (a strength, a cycle: rm/data/labels.py)."""
     cfg = cfg or DataConfig()
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
@@ -146,8 +143,6 @@ def load_pairs(
     ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
     if head is not None and head.attributes:
         ctx.attributes, ctx.attribute_scales = tuple(head.attributes), dict(head.attribute_scales)
-    if loss is not None and loss.strength == "soft":
-        ctx.strength, ctx.strength_max = True, float(loss.strength_max)
     path = Path(source).expanduser()
     pairs: list = []
     if path.exists():
@@ -164,7 +159,7 @@ def load_pairs(
         raise DataError(
             f"data source not found: {source}: neither a local path nor a Hub dataset name{relative_note(source)}"
         )
-    pairs = gather_groups(pairs, cfg.group_by_prompt, listwise, report)
+    pairs = gather_groups(pairs, cfg.group_by_prompt, report)
     if subsets and not chosen:
         kept = [p for p in pairs if p.subset in subsets]
         missing = sorted(set(subsets) - {p.subset for p in kept})
@@ -185,10 +180,7 @@ class LoadedData:
     report: DataReport
 
 
-def load_data(
-    cfg: DataConfig, output_dir: Path, tokenizer: Any = None, listwise: bool = False, head: Any = None,
-    loss: Any = None,
-) -> LoadedData:  # fmt: skip
+def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, head: Any = None) -> LoadedData:
     """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed;
     with `head.attributes` (`model.head`) each response's attribute scores too, their scales in the report."""
     report = DataReport(cfg.on_bad_record)
@@ -198,7 +190,7 @@ def load_data(
 
         s = cfg.synthetic
         source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
-    options = {"tokenizer": tokenizer, "report": report, "listwise": listwise, "head": head, "loss": loss}
+    options = {"tokenizer": tokenizer, "report": report, "head": head}
     train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, **options)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(
@@ -218,12 +210,11 @@ def load_data(
         report.notes["groups"]["split_version"] = cfg.split_version
     # Counted, not moved: an explicit eval split is the user's to choose (a benchmark's test set stays whole).
     report.notes["overlap"] = prompt_overlap(train, held)
-    if counts := label_counts(train + held):  # registered labels (rm/data/labels.py): how many items carry each
-        report.notes["labels"] = counts
+    counts = label_counts(train + held) | {"strength": strength_counts(train + held)}  # items that carry each
+    if found := {name: c for name, c in counts.items() if c["items"]}:
+        report.notes["labels"] = found
     if head is not None and head.attributes:
         report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
-    if loss is not None and loss.strength == "soft":
-        report.notes["strength"] = soft_targets(train + held, loss.strength_max)
     return LoadedData(train, held, report)
 
 
@@ -237,17 +228,18 @@ def eval_pairs(
     The training split is read only when the eval pairs are held out of it. `cfg.source` must be a
     source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
     `head` (`model.head`): its attributes' scores are read per response, as `load_pairs` reads them (`rm eval`
-    of a model with attribute outputs); `loss` with strength=soft: each pair's strength becomes its soft target.
+    of a model with attribute outputs); `loss` with strength=soft: each pair's strength becomes its soft target,
+    as training's splits get theirs (`soft_targets`).
     """
     report = report if report is not None else DataReport(cfg.on_bad_record)
     train: list[Example] = []
-    options = {"tokenizer": tokenizer, "report": report, "head": head, "loss": loss}
+    options = {"tokenizer": tokenizer, "report": report, "head": head}
     if not cfg.eval_split:
         train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, **options)
     _, held = _held_out(cfg, cfg.source, train, tokenizer, report, options)
     soft = loss is not None and loss.strength == "soft"
     if soft and any(getattr(p, "strength", None) is not None for p in held):
-        report.notes["strength"] = soft_targets(held, loss.strength_max)
+        held, report.notes["strength"] = soft_targets(held, loss.strength_max, report)
     return _cap_eval(cfg, held, report)
 
 

@@ -31,10 +31,11 @@ from rm.config.sealed import MARKER, listed_files, seal_problem
 
 log = logging.getLogger("rm")
 
-VERSION = 4
+VERSION = 5
 """Bumped whenever what an entry holds or how rm encodes changes: old entries are then never read (2: groups;
 3: K-response groups' scores, explicit pairs and prompt ids; 4: the data report's count of eval prompts also
-trained on, which an entry's stored report would lack)."""
+trained on, which an entry's stored report would lack; 5: every label the data has, whatever the loss or head,
+and each group's origin)."""
 STALE_TMP_S = 3600
 """A temporary folder older than this belongs to a process that died: removed by the next build."""
 NOT_RESULT_FIELDS = ("cache", "cache_dir", "num_proc", "synthetic")

@@ -28,7 +28,7 @@ from rm.data.labels import registered
 from rm.data.load import Example, LoadedData
 from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
-from rm.tokens.store import EncodedGroup, EncodedSplit, record_batch
+from rm.tokens.store import OPTIONAL, EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
 from rm.tokens.truncation import Fit, fit_group, search_room
 from rm.tokens.turn_search import TurnSearch, longest_token, search
@@ -150,6 +150,9 @@ def encoded_group(
         prompt_id=prompt_id(item.prompt),
         attributes=[s for k in keep for s in scored[k]] if scored is not None else (),
         target=target if (target := getattr(item, "target", None)) is not None else math.nan,
+        strength=strength if (strength := getattr(item, "strength", None)) is not None else math.nan,
+        cycle=getattr(item, "cycle", ""),
+        origin=item.origin,
         labels=group_labels(item.labels, prompt, responses, keep),
     )
 
@@ -186,7 +189,10 @@ def encode_kept(
     report = EncodeReport()
     batches, positions = [], []
     scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
-    targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # loss.strength=soft: every item
+    targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # rm eval under loss.strength=soft
+    found = {"strength": any(getattr(p, "strength", None) is not None for p in pairs), "attributes": scored,
+             "cycle": any(getattr(p, "cycle", "") for p in pairs), "target": targeted}  # fmt: skip
+    optional = [name for name in OPTIONAL if found[name]]  # one schema for every chunk of the split
     labels = list(registered())  # a column each in every split, NaN where an item has none: one schema for all
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
     longest = longest_token(tokenizer)
@@ -211,7 +217,7 @@ def encode_kept(
             fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
             positions.append(start + k)
         report.kept += len(fitted)
-        batches.append(record_batch(fitted, scored, targeted, labels))
+        batches.append(record_batch(fitted, optional, labels))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         chunks[n] = ([], starts)
         if consume:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import multiprocessing
 import random
 import shutil
@@ -43,7 +44,7 @@ from rm.data.load import Example, LoadedData, load_data, subset_counts
 from rm.tokens import cache
 from rm.tokens.encode import EncodeReport, Encoding, encode_splits, hand_back_memory, release_texts
 from rm.tokens.entry import Prepared, read_entry, read_splits, write_entry
-from rm.tokens.store import EncodedSplit, split_to_table
+from rm.tokens.store import OPTIONAL, EncodedSplit, schema_with, split_to_table
 from rm.tokens.tokenizer import load_tokenizer, train_bpe
 
 log = logging.getLogger("rm")
@@ -114,22 +115,18 @@ def load(cfg: RunConfig, source: RunConfig, tokenizer: PreTrainedTokenizerBase |
     """The pairs as the config asks; message lists rendered with the named tokenizer's chat template (a run
     that names none renders HH text, also when it re-reads its data with the BPE it trained)."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
-    listwise = cfg.loss.type == "plackett_luce"  # merged groups whose orders contradict are bad records then
     out, named_tokenizer = Path(cfg.output_dir), tokenizer if named else None
-    loaded = load_data(source.data, out, named_tokenizer, listwise, cfg.model.head, cfg.loss)
+    loaded = load_data(source.data, out, named_tokenizer, cfg.model.head)
     log.info("data: %d train + %d eval pairs loaded", len(loaded.train), len(loaded.eval))
     return loaded
 
 
 def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
     """The encoded splits' key: the data's inputs, the tokenizer's serialized state and `collator.max_length`."""
-    merging = [cfg.loss.type] if cfg.data.group_by_prompt is True else []  # what merging keeps depends on it
     head = cfg.model.head  # attribute scores are encoded only when named: a key without them is as it was
     scored = [head.attributes, head.attribute_scales] if head.attributes else []
-    loss = cfg.loss  # likewise soft targets: only with loss.strength=soft
-    soft = [loss.strength, loss.strength_map, loss.strength_max] if loss.strength == "soft" else []
     state = (cache.data_state(cfg.data), cache.tokenizer_state(tokenizer), cfg.collator.max_length)
-    return cache.digest(*state, *merging, *scored, *soft, *labels.fingerprint())
+    return cache.digest(*state, *scored, *labels.fingerprint())
 
 
 def encoded(cfg: RunConfig, loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, progress: bool) -> Prepared:
@@ -173,8 +170,18 @@ def _encode_share(job: tuple) -> tuple[pa.Table, pa.Table, EncodeReport, EncodeR
 
 
 def _renumbered(tables: list[pa.Table]) -> EncodedSplit:
-    """The shares' tables as one split, each group's `index` its position in the whole."""
-    table = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])  # an empty share: no attributes
+    """The shares' tables as one split, each group's `index` its position in the whole; a column that only some
+    shares have (a strength, a cycle) filled in the others (NaN, "")."""
+    tables = [t for t in tables if t.num_rows] or tables[:1]  # an empty share: no attributes
+    names = {n for t in tables for n in t.schema.names}
+    found = [n for n in tables[0].schema.names if n in labels.registered()]
+    schema = schema_with([n for n in OPTIONAL if n in names], found)
+    for k, t in enumerate(tables):
+        for name in (n for n in ("strength", "target", "cycle") if n in names and n not in t.schema.names):
+            fill = "" if name == "cycle" else math.nan
+            t = t.append_column(name, pa.array([fill] * t.num_rows, OPTIONAL[name]))
+        tables[k] = t.select(schema.names)
+    table = pa.concat_tables(tables)
     index = pa.array(range(table.num_rows), pa.int64())
     return EncodedSplit(table.set_column(table.schema.get_field_index("index"), "index", index))
 

@@ -35,21 +35,32 @@ SCHEMA = pa.schema(
         ("scores", pa.list_(pa.float64())),
         ("pairs", pa.list_(pa.int32())),
         ("prompt_id", pa.int64()),
+        ("origin", pa.utf8()),
     ]
 )
 """The columns of an encoded split (an Arrow cache file holds exactly these, or `schema_with`'s)."""
-OPTIONAL = {"attributes": pa.list_(pa.float64()), "target": pa.float64()}
-"""Columns after SCHEMA's, in this order, only in runs with `model.head.attributes` (flat [responses x A] scores,
-NaN = missing) or `loss.strength=soft` (a pair's soft label p, NaN = hard): else exactly SCHEMA."""
+OPTIONAL = {
+    "attributes": pa.list_(pa.float64()), "strength": pa.float64(), "target": pa.float64(), "cycle": pa.utf8()
+}  # fmt: skip
+"""Columns after SCHEMA's, in this order, where the split has them: flat [responses x A] scores of
+`model.head.attributes` (NaN = missing); a pair's preference strength (NaN = none); its soft label p (NaN = hard;
+made from the strength under loss.strength=soft, after the cache); the records of a merged group whose order
+has a cycle ("" = none)."""
 
 
-def schema_with(scored: bool = False, targeted: bool = False, labels: Sequence[str] = ()) -> pa.Schema:
-    """SCHEMA, the OPTIONAL columns asked for, then one column per registered label named (rm/data/labels.py):
+def schema_with(optional: Iterable[str] = (), labels: Sequence[str] = ()) -> pa.Schema:
+    """SCHEMA, the OPTIONAL columns named, then one column per registered label named (rm/data/labels.py):
     float64 for a group's value, list<float64> for one per response; NaN where a group has none."""
-    on = {"attributes": scored, "target": targeted}
     levels = {name: label.level for name, label in registered().items()}
     extra = [pa.field(n, pa.float64() if levels[n] == "group" else pa.list_(pa.float64())) for n in labels]
-    return pa.schema([*SCHEMA, *(pa.field(name, kind) for name, kind in OPTIONAL.items() if on[name]), *extra])
+    return pa.schema([*SCHEMA, *(pa.field(n, kind) for n, kind in OPTIONAL.items() if n in set(optional)), *extra])
+
+
+def optional_of(groups: Sequence[EncodedGroup]) -> list[str]:
+    """The OPTIONAL columns some of `groups` have a value of."""
+    has = {"attributes": lambda g: len(g.attributes), "strength": lambda g: not math.isnan(g.strength),
+           "target": lambda g: not math.isnan(g.target), "cycle": lambda g: g.cycle}  # fmt: skip
+    return [name for name, given in has.items() if any(given(g) for g in groups)]
 
 
 INT32 = pa.int32()
@@ -80,8 +91,15 @@ class EncodedGroup:
     """Equal prompts share one id (eval resamples prompts, not pairs)."""
     attributes: Sequence[float] = ()
     """Attribute scores, flat [responses x A] (response k's are [k * A, (k + 1) * A)), NaN = missing; () = none."""
+    strength: float = math.nan
+    """A pair's preference strength (rm/data/formats/strength.py); NaN: none."""
     target: float = math.nan
     """A pair's soft label, the target of P(chosen > rejected) (loss.strength=soft); NaN: a hard label."""
+    cycle: str = ""
+    """The records whose order has a cycle, in a group merged from pairwise ones (rm/data/grouping.py)."""
+    origin: str = ""
+    """Where it came from ("file:line"), for the messages of a bad record found after the cache; written, but
+    not read back by `EncodedSplit[i]` (`EncodedSplit.origin(i)` reads it)."""
     labels: Mapping[str, Any] = field(default_factory=dict)
     """Registered labels by name (rm/data/labels.py): a group's float, or a list of one per response."""
     truncated: bool = False
@@ -122,15 +140,13 @@ def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataT
 
 
 def record_batch(
-    groups: Iterable[EncodedGroup], scored: bool | None = None, targeted: bool | None = None,
-    labels: Sequence[str] | None = None,
-) -> pa.RecordBatch:  # fmt: skip
-    """One record batch of `SCHEMA` with `attributes` if `scored`, `target` if `targeted` and a column per label
-    of `labels` (None: if a group has attributes, a soft target, the label), from groups."""
+    groups: Iterable[EncodedGroup], optional: Sequence[str] | None = None, labels: Sequence[str] | None = None
+) -> pa.RecordBatch:
+    """One record batch of `SCHEMA` with the `optional` columns and a column per label of `labels` (None: those
+    some of the groups have), from groups."""
     groups = list(groups)
     labels = sorted({n for g in groups for n in g.labels}) if labels is None else labels
-    scored = any(len(g.attributes) for g in groups) if scored is None else scored
-    targeted = any(not math.isnan(g.target) for g in groups) if targeted is None else targeted
+    optional = optional_of(groups) if optional is None else optional
     prompts = [np.asarray(g.prompt_ids, dtype=np.int32).reshape(-1) for g in groups]
     responses = [np.asarray(r, dtype=np.int32).reshape(-1) for g in groups for r in g.response_ids]
     counts = [np.zeros(len(g.response_ids)) for g in groups]  # only their lengths are read
@@ -144,12 +160,13 @@ def record_batch(
         _lists([np.asarray(g.scores, dtype=np.float64) for g in groups], None, pa.float64()),
         _lists([np.asarray(g.pairs, dtype=np.int32) for g in groups]),
         pa.array([g.prompt_id for g in groups], type=pa.int64()),
+        pa.array([g.origin for g in groups], type=pa.utf8()),
     ]
-    if scored:
+    if "attributes" in optional:
         columns.append(_lists([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
-    if targeted:
-        columns.append(pa.array([float(g.target) for g in groups], type=pa.float64()))
-    schema = schema_with(scored, targeted, labels)
+    for name in [n for n in ("strength", "target", "cycle") if n in optional]:
+        columns.append(pa.array([getattr(g, name) for g in groups], type=OPTIONAL[name]))
+    schema = schema_with(optional, labels)
     for name in labels:
         if schema.field(name).type == pa.float64():
             columns.append(pa.array([float(g.labels.get(name, math.nan)) for g in groups], type=pa.float64()))
@@ -169,9 +186,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
 
     def __init__(self, table: pa.Table):
         extra = [n for n in table.schema.names[len(SCHEMA) :] if n not in OPTIONAL]
-        if set(extra) - set(registered()) or not table.schema.equals(
-            schema_with(*(name in table.schema.names for name in OPTIONAL), extra)
-        ):
+        if set(extra) - set(registered()) or not table.schema.equals(schema_with(table.schema.names, extra)):
             raise DataError(f"encoded groups need the columns {SCHEMA.names} typed as {SCHEMA}; got {table.schema}")
         if nulls := [name for name in SCHEMA.names if table.column(name).null_count]:
             raise DataError(f"encoded groups have missing values in column(s) {', '.join(nulls)}")
@@ -191,7 +206,8 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._prompt_id = table.column("prompt_id").to_numpy()
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
-        self._target = table.column("target").to_numpy() if "target" in table.schema.names else None
+        self._target, self._strength = (table.column(n).to_numpy() if n in table.schema.names else None
+                                        for n in ("target", "strength"))  # fmt: skip
         self._index = table.column("index").to_numpy()
         self._labels = {n: table.column(n).to_numpy() if registered()[n].level == "group" else
                         [_views(b.column(n)) for b in batches] for n in extra}  # fmt: skip
@@ -207,6 +223,19 @@ class EncodedSplit(Sequence[EncodedGroup]):
 
     def __len__(self) -> int:
         return self.table.num_rows
+
+    def origin(self, i: int) -> str:
+        """Group i's origin ("file:line"), for the message of a bad record found after the cache."""
+        return self.table.column("origin")[i].as_py()
+
+    def without(self, rows: Sequence[int]) -> EncodedSplit:
+        """The split less `rows` (bad records found after the cache, skipped), each group's index its new position:
+        a copy in memory, made only when something is dropped."""
+        keep = np.ones(len(self), dtype=bool)
+        keep[np.asarray(rows, dtype=np.int64)] = False
+        table = self.table.filter(pa.array(keep))
+        index = pa.array(np.arange(table.num_rows), pa.int64())
+        return EncodedSplit(table.set_column(table.schema.get_field_index("index"), "index", index))
 
     @property
     def labels(self) -> dict[str, str]:
@@ -241,6 +270,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
             scores=scores[s_at[j] : s_at[j + 1]].tolist(), pairs=pairs[p_at[j] : p_at[j + 1]].tolist(),
             attributes=scored[1][scored[0][j] : scored[0][j + 1]].tolist() if scored else (),
             target=float(self._target[i]) if self._target is not None else math.nan,
+            strength=float(self._strength[i]) if self._strength is not None else math.nan,
             labels={n: float(v[i]) if isinstance(v, np.ndarray) else v[b][1][v[b][0][j] : v[b][0][j + 1]].tolist()
                     for n, v in self._labels.items()},
         )  # fmt: skip

@@ -18,6 +18,7 @@ from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rm.collate.loss_labels import for_loss
 from rm.collate.pack import PackedCollator, SharedCollator
 from rm.collate.padded import PaddedCollator
 from rm.collate.planner import PairBatches
@@ -110,8 +111,7 @@ def main(
 
 
 def start(cfg: RunConfig, accelerator: Accelerator) -> Start:
-    """What the run does with its output_dir (checked by every process before any data is loaded or anything
-    written), seed."""
+    """What the run does with its output_dir (checked by every process before any data is loaded), seed."""
     if cfg.export.push_to_hub:
         check_push(cfg.export.push_to_hub)  # a missing token found now, not after hours of training
     where = check_output_dir(cfg)
@@ -127,14 +127,14 @@ def start(cfg: RunConfig, accelerator: Accelerator) -> Start:
 
 
 def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
-    """Pairs loaded, the tokenizer, both splits encoded: by the main process first, from the tokenized-data
-    cache if it has them (rm/tokens/prepare.py), the other processes then reading what it stored. A named
-    tokenizer comes first: its chat template (if any) renders message-list data."""
+    """Pairs loaded, the tokenizer (a named one first: its chat template renders message lists), both splits
+    encoded, by the main process first or from the cache (rm/tokens/prepare.py); then what the loss makes of them."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
         tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
     first, main = accelerator.main_process_first, accelerator.is_main_process  # labels checked before tokenizing:
     data = prepare_data(cfg, tokenizer, first, main, lambda counts: check_consumed(cfg.loss, counts))
+    for_loss(cfg, data)  # after the cache: Plackett-Luce's cycles, soft targets (rm/collate/loss_labels.py)
     train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
     for line in data.report.describe():

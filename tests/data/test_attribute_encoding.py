@@ -34,7 +34,7 @@ def loaded(attributes):
 def test_encoded_groups_carry_each_kept_responses_scores_and_round_trip_a_cache_file(tokenizer, tmp_path):
     items = loaded(NAMES)
     split, _ = encode_pairs(items, tokenizer, 512, ["default", "helpsteer2_rows"])
-    assert split.table.schema.equals(schema_with(scored=True)) and len(split) == len(items)
+    assert split.table.schema.equals(schema_with(["attributes"])) and len(split) == len(items)
     for item, group in zip(items, split, strict=True):
         assert len(group.attributes) == len(NAMES) * len(responses_of(item))
         assert group.attributes == [s for scores in item.attributes for s in scores]
@@ -71,7 +71,7 @@ def test_collators_give_scores_in_reward_order_and_nothing_without_them(collator
 
 def test_a_split_from_scored_groups_round_trips_them():
     split = EncodedSplit.from_groups(groups_with_scores())
-    assert split.table.schema.equals(schema_with(scored=True))
+    assert split.table.schema.equals(schema_with(["attributes"]))
     for got, want in zip(split, groups_with_scores(), strict=True):
         np.testing.assert_array_equal(got.attributes, want.attributes)  # NaN where NaN
 

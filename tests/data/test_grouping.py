@@ -54,7 +54,7 @@ def test_rows_of_one_prompt_become_one_group_in_first_appearance_order(score_fie
     items, report = parsed_rows(score_field=score_field)
     assert all(isinstance(i, Row) for i in items)
     assert len(items) == sum(len(lines) for *_, lines in expected_rows(score_field or "helpfulness"))
-    groups = gather_groups(items, "auto", False, report)
+    groups = gather_groups(items, "auto", report)
     want = expected_rows(score_field or "helpfulness")
     assert [g.prompt for g in groups] == [f"\n\nHuman: {p}\n\nAssistant:" for p, *_ in want]
     assert [(g.responses, g.rank) for g in groups] == [(r, k) for _, r, k, _ in want]
@@ -72,7 +72,7 @@ def test_everything_else_passes_through_in_order_and_pairs_stay_pairs_under_auto
     a = Pair("P", " a", " b", "s", origin="f:1")
     b = Group("Q", (" x", " y"), (0, 1), "s", "f:2")
     c = Pair("P", " a", " c", "s", origin="f:3")
-    out = gather_groups([a, rows[0], b, rows[1], c], "auto", False, report)
+    out = gather_groups([a, rows[0], b, rows[1], c], "auto", report)
     assert out[0] is a and out[2] is b and out[3] is c and len(out) == 4
     assert out[1].origin == f"{ROWS}:1+2"
 
@@ -80,9 +80,9 @@ def test_everything_else_passes_through_in_order_and_pairs_stay_pairs_under_auto
 def test_rows_need_grouping():
     rows, report = parsed_rows()
     with pytest.raises(DataError, match=re.escape(f"{ROWS}:1: rows") + ".*data.group_by_prompt auto or true"):
-        gather_groups(rows, False, False, report)
+        gather_groups(rows, False, report)
     pair = Pair("P", " a", " b", "s", origin="f:1")
-    assert gather_groups([pair], False, True, DataReport()) == [pair]
+    assert gather_groups([pair], False, DataReport()) == [pair]
 
 
 def rows_file(tmp_path, rows):
@@ -104,10 +104,10 @@ def test_a_bad_group_of_rows_is_named_by_its_lines_or_counted(tmp_path, bad, rea
     path = rows_file(tmp_path, [("P", "good", 3), ("P", "bad", 1), *bad])
     items, report = parsed_rows(path)
     with pytest.raises(DataError, match=re.escape(f"{path}:{lines}: ") + ".*" + re.escape(field)) as stop:
-        gather_groups(items, "auto", False, report)
+        gather_groups(items, "auto", report)
     assert "\n" not in str(stop.value)
     items, report = parsed_rows(path, report=DataReport("skip"))
-    kept = gather_groups(items, "auto", False, report)
+    kept = gather_groups(items, "auto", report)
     assert [g.origin for g in kept] == [f"{path}:1+2"] and report.skipped_counts() == {reason: 1}
 
 
@@ -137,26 +137,25 @@ def test_pairs_of_one_prompt_merge_into_a_group_with_their_comparisons():
         pair("P", " a", " b", 6, subset="other"),  # another subset: not merged
     ]
     report = DataReport()
-    out = gather_groups(items, True, False, report)
+    out = gather_groups(items, True, report)
     assert out[1] is items[1] and out[2] is items[5] and len(out) == 3
     group = out[0]
     assert group.responses == (" a", " b", " c", " d") and group.origin == "f.jsonl:1+3+4+5"
     assert group.pairs == ((0, 1, False), (1, 2, False), (3, 0, True), (0, 2, False))
     assert group.rank == (0, 1, 2, 0) and group.scores is None and group.subset == "s"
     assert report.notes["grouped"] == {"pairs_merged": 4, "groups_from_pairs": 1, "margins_dropped": 1}
-    assert gather_groups(items, "auto", False, DataReport()) == items
+    assert gather_groups(items, "auto", DataReport()) == items
 
 
-def test_a_cycle_is_a_bad_record_listwise_and_kept_as_given_pairs_pairwise():
+def test_a_cycle_is_kept_as_given_pairs_and_names_its_records():
+    """Whether it is a bad record depends on the loss (Plackett-Luce), decided after the cache:
+    tests/collate/test_loss_labels.py."""
     items = [pair("P", " a", " b", 1), pair("P", " b", " c", 2), pair("P", " c", " a", 3), pair("P", " c", " d", 4)]
-    with pytest.raises(DataError, match=r"f.jsonl:1\+2\+3\+4: .*f.jsonl:1, f.jsonl:2, f.jsonl:3 order .* cycle"):
-        gather_groups(items, True, True, DataReport())
-    report = DataReport("skip")
-    assert gather_groups(items, True, True, report) == [] and report.skipped_counts() == {"contradictory_order": 1}
     report = DataReport()
-    (group,) = gather_groups(items, True, False, report)
+    (group,) = gather_groups(items, True, report)
     assert group.pairs == ((0, 1, False), (1, 2, False), (2, 0, False), (2, 3, False))
     assert group.rank == (0, 0, 0, 1)  # the cycle shares a level; d is below it
+    assert group.cycle == "f.jsonl:1, f.jsonl:2, f.jsonl:3" and group.origin == "f.jsonl:1+2+3+4"
     assert report.notes["grouped"]["groups_with_cycles"] == 1
 
 

@@ -34,9 +34,9 @@ from typing import Any
 from rm.config import ArgillaConfig
 from rm.data.formats.attributes import NAN, Scores, checked, pair_scores
 from rm.data.formats.chat import Message
+from rm.data.formats.group import score_of
 from rm.data.formats.hh import HH_SUBSETS
 from rm.data.formats.pair import Pair, ParseContext, lf_only, text_field
-from rm.data.formats.strength import checked_strength
 from rm.errors import RecordError
 
 TURN = re.compile(r"(?:\A|\n)(user|assistant): ?")
@@ -132,8 +132,8 @@ def parse_argilla(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
             margin = fmean(c_rating) - fmean(r_rating)
             report.count("argilla", "margins_from_ratings")
     pairs = [Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early)]
-    if ctx.strength and c_rating and r_rating:  # loss.strength=soft: the rating difference
-        pairs[0].strength = checked_strength(fmean(c_rating) - fmean(r_rating), "chosen_rating - rejected_rating", ctx)
+    if c_rating and r_rating:  # its strength: the rating difference (rm/data/formats/strength.py)
+        pairs[0].strength = score_of(fmean(c_rating) - fmean(r_rating), "chosen_rating - rejected_rating")
     scores = rating_scores(record, c_rating, r_rating, ctx) if ctx.attributes else None
     pairs[0].attributes = scores
     pairs = pairs if keep else []

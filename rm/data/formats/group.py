@@ -47,6 +47,9 @@ class Group:
     """NaN with `loss.strength=soft` (a group keeps hard labels: rm/data/formats/strength.py); None otherwise."""
     labels: dict[str, Any] = field(default_factory=dict)
     """Registered labels' values by name (rm/data/labels.py): a float, or one per response."""
+    cycle: str = ""
+    """A group merged from pairwise records whose strict comparisons form a cycle: those records' origins
+    ("f.jsonl:1, f.jsonl:2, f.jsonl:3"), which make it a bad record for Plackett-Luce only; "" for none."""
 
 
 Example = Pair | Group

@@ -54,7 +54,7 @@ class Pair:
     attributes: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     """(chosen's, rejected's) scores of `model.head.attributes`, NaN where missing; None: none configured."""
     strength: float | None = None
-    """How much chosen is preferred (read only with `loss.strength=soft`: rm/data/formats/strength.py); None: none."""
+    """How much chosen is preferred (rm/data/formats/strength.py); None: none."""
     target: float | None = None
     """The soft label p that `strength` maps to once the scale is known (NaN: a hard label); None: not soft."""
     labels: dict[str, Any] = field(default_factory=dict)
@@ -77,10 +77,6 @@ class ParseContext:
     """`model.head.attributes`: the per-response scores to read (rm/data/formats/attributes.py); () reads none."""
     attribute_scales: dict[str, list[float]] = field(default_factory=dict)
     """`model.head.attribute_scales`: a score outside its [min, max] is a bad record."""
-    strength: bool = False
-    """`loss.strength=soft`: read each pair's preference strength (rm/data/formats/strength.py)."""
-    strength_max: float = 0.0
-    """`loss.strength_max`: a strength beyond it is a bad record; 0: none declared (the data's own)."""
 
 
 def text_field(record: dict, name: str) -> str:

@@ -202,8 +202,8 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
     out = PARSERS[fmt](record, origin, ctx)
     if ctx.attributes and fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores
         out[0].attributes = pair_scores(record, ctx.attributes, ctx.attribute_scales)
-    if ctx.strength and fmt in ("hh", "prompt", "conversation"):  # loss.strength=soft: the pair's strength
-        with_strength(out[0], record, ctx)
+    if fmt in ("hh", "prompt", "conversation"):  # the pair's strength, whatever the loss (strength.py)
+        with_strength(out[0], record)
     out = out if isinstance(out, list) else [out]
     parsed_labels(record, out)  # every registered label, in every format
     return out
