@@ -97,6 +97,26 @@ def tokenizer(synthetic_root):
     return train_bpe([t for p in pairs for t in (p.prompt, p.chosen, p.rejected)], vocab_size=400)
 
 
+def after_cache(path: Path, tokenizer, *overrides: str):
+    """The data of a run on `path` with `overrides` as training has it after the tokenized-data cache: loaded,
+    encoded, then what its loss and head make of it (rm/collate/loss_labels.py); `every` lists both splits' groups."""
+    from rm.collate.loss_labels import for_loss
+    from rm.config import load_config
+    from rm.data.load import load_data
+    from rm.tokens.prepare import encoded
+
+    run = [f"data.source={path}", "data.eval_split=", f"output_dir={path.parent / 'run'}"]
+    cfg = load_config(QUICKSTART, [*run, *overrides])
+    data = encoded(cfg, load_data(cfg.data, Path(cfg.output_dir)), tokenizer, False)
+    for_loss(cfg, data)
+    return data
+
+
+def every(data) -> list[EncodedGroup]:
+    """Both splits' groups of `after_cache`'s data, train first."""
+    return [*data.train, *data.eval]
+
+
 def tiny_model(tokenizer, model_type: str = "llama", seed: int = 0, pad_token_id: int | None = None):
     from rm.config import ModelConfig, RandomInitConfig
     from rm.model.build import build_model

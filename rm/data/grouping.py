@@ -92,7 +92,7 @@ def group_rows(rows: list[Row], report: DataReport) -> Group:
     responses = tuple(row.response for row in rows)
     origin = joined_origin([row.origin for row in rows])
     first = rows[0]
-    attributes = None if first.attributes is None else tuple(row.attributes for row in rows)
+    attributes = tuple(row.attributes or {} for row in rows) if any(row.attributes for row in rows) else None
     labels = merged_labels([(row.labels, (k,)) for k, row in enumerate(rows)], len(rows), report)
     return Group(
         first.prompt, responses, ranks_from_scores(scores), first.subset, origin, first.turn_starts, tuple(scores),
@@ -148,17 +148,15 @@ def merged_labels(given: list[tuple[dict, tuple[int, ...]]], k: int, report: Dat
     return out
 
 
-def merged_attributes(pairs: list[Pair], index: dict[str, int]) -> tuple[tuple[float, ...], ...] | None:
-    """Each response's attribute scores in a merged group: per score, the first record that gives it."""
+def merged_attributes(pairs: list[Pair], index: dict[str, int]) -> tuple[dict[str, float], ...] | None:
+    """Each response's attribute scores in a merged group: per name, the first record that gives it."""
     if all(p.attributes is None for p in pairs):
         return None
-    width = len(next(p.attributes for p in pairs if p.attributes is not None))
-    out = [[math.nan] * width for _ in index]
+    out: list[dict[str, float]] = [{} for _ in index]
     for p in pairs:
         for text, scores in zip((p.chosen, p.rejected), p.attributes or (), strict=False):
-            row = out[index[text]]
-            out[index[text]] = [old if not math.isnan(old) else new for old, new in zip(row, scores, strict=True)]
-    return tuple(tuple(row) for row in out)
+            out[index[text]] = scores | out[index[text]]
+    return tuple(out)
 
 
 def levels(k: int, edges: list[tuple[int, int]]) -> tuple[tuple[int, ...], set[tuple[int, int]]]:

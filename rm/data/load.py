@@ -24,7 +24,7 @@ from rm.config import DataConfig
 from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.data_report import DataReport
-from rm.data.formats.attributes import attribute_notes
+from rm.data.formats.attributes import attribute_counts
 from rm.data.formats.chat import Renderer
 from rm.data.formats.group import Example, Group
 from rm.data.formats.hh import HH_SUBSETS
@@ -130,19 +130,16 @@ def load_pairs(
     *,
     tokenizer: Any = None,
     report: DataReport | None = None,
-    head: Any = None,
 ) -> list[Example]:
     """The `split` of `source` as pairs and groups; `cfg` gives format, columns, bad-record mode, Argilla and
-    grouping options. `head` (`model.head`): its attributes' scores are read per response
-    (rm/data/formats/attributes.py). Nothing read depends on the loss (a strength, a cycle: rm/data/labels.py)."""
+    grouping options. Every label a record gives is read, whatever the loss and the head will make of it (a
+    strength, attributes, a cycle: rm/data/labels.py)."""
     cfg = cfg or DataConfig()
     report = report if report is not None else DataReport(cfg.on_bad_record)
     if cfg.format == "red-team" or RED_TEAM in subsets:
         _refuse_red_team("data.format" if cfg.format == "red-team" else "data.subsets")
     renderer = Renderer(tokenizer, cfg.chat_template, cfg.text_version)
     ctx = ParseContext(report, renderer, argilla=cfg.argilla, score_field=cfg.score_field)
-    if head is not None and head.attributes:
-        ctx.attributes, ctx.attribute_scales = tuple(head.attributes), dict(head.attribute_scales)
     path = Path(source).expanduser()
     pairs: list = []
     if path.exists():
@@ -180,9 +177,9 @@ class LoadedData:
     report: DataReport
 
 
-def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, head: Any = None) -> LoadedData:
-    """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed;
-    with `head.attributes` (`model.head`) each response's attribute scores too, their scales in the report."""
+def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> LoadedData:
+    """(train, eval) pairs as the config asks, and the report of what loading skipped, repaired and changed, and
+    of the labels the items carry (`labels`: the attribute names found, how many items have a strength...)."""
     report = DataReport(cfg.on_bad_record)
     source = cfg.source
     if source == "synthetic":
@@ -190,7 +187,7 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, head: An
 
         s = cfg.synthetic
         source = str(synthetic.write_dataset(RunDir(output_dir).data, s.n_train, s.n_eval, s.seed))
-    options = {"tokenizer": tokenizer, "report": report, "head": head}
+    options = {"tokenizer": tokenizer, "report": report}
     train = load_pairs(source, cfg.train_split, cfg.subsets, cfg, **options)
     if cfg.eval_split and Path(source).expanduser().is_file():
         raise DataError(
@@ -210,16 +207,15 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None, head: An
         report.notes["groups"]["split_version"] = cfg.split_version
     # Counted, not moved: an explicit eval split is the user's to choose (a benchmark's test set stays whole).
     report.notes["overlap"] = prompt_overlap(train, held)
-    counts = label_counts(train + held) | {"strength": strength_counts(train + held)}  # items that carry each
+    every = train + held  # how many items carry each label: the registered ones, a strength, attributes
+    counts = label_counts(every) | {"strength": strength_counts(every), "attributes": attribute_counts(every)}
     if found := {name: c for name, c in counts.items() if c["items"]}:
         report.notes["labels"] = found
-    if head is not None and head.attributes:
-        report.notes["attributes"] = attribute_notes(train + held, head.attributes, head.attribute_scales)
     return LoadedData(train, held, report)
 
 
 def eval_pairs(
-    cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None, head: Any = None, loss: Any = None
+    cfg: DataConfig, tokenizer: Any = None, report: DataReport | None = None, loss: Any = None
 ) -> list[Example]:
     """The pairs a run with `cfg` evaluates on, chosen by the same steps as `load_data` (so `rm eval` can
     score a run's own held-out set): `cfg.eval_split` of `cfg.source` (the whole of a single file), or
@@ -227,13 +223,12 @@ def eval_pairs(
 
     The training split is read only when the eval pairs are held out of it. `cfg.source` must be a
     source `load_pairs` reads (`synthetic` is written into a run's directory first, by `load_data`).
-    `head` (`model.head`): its attributes' scores are read per response, as `load_pairs` reads them (`rm eval`
-    of a model with attribute outputs); `loss` with strength=soft: each pair's strength becomes its soft target,
-    as training's splits get theirs (`soft_targets`).
+    `loss` with strength=soft: each pair's strength becomes its soft target, as training's splits get theirs
+    (`soft_targets`); encoding takes the attribute scores of the model's names (`encode_kept`).
     """
     report = report if report is not None else DataReport(cfg.on_bad_record)
     train: list[Example] = []
-    options = {"tokenizer": tokenizer, "report": report, "head": head}
+    options = {"tokenizer": tokenizer, "report": report}
     if not cfg.eval_split:
         train = load_pairs(cfg.source, cfg.train_split, cfg.subsets, cfg, **options)
     _, held = _held_out(cfg, cfg.source, train, tokenizer, report, options)

@@ -36,7 +36,6 @@ from transformers import PreTrainedTokenizerBase
 from rm.config import DataConfig
 from rm.config.atomic import write_text
 from rm.config.exportdir import ExportDir
-from rm.config.head_config import HeadConfig
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport
 from rm.data.load import Example, eval_pairs
@@ -183,10 +182,7 @@ def prepare(
         log.warning("warning: %s", overlap)
     attributes = model_attributes(reward_model)
     # A run trained with soft labels: each pair's strength is read as its target, as trained (soft_calibration).
-    read = {"loss": loss} if (loss := ExportDir(model).soft_loss()) is not None else {}
-    if attributes:  # each response's scores of the model's attributes, read as training reads them (no scale check)
-        read["head"] = HeadConfig(attributes=attributes)
-    items = eval_pairs(data, tokenizer, report, **read)  # a model without either reads its pairs exactly as before
+    items = eval_pairs(data, tokenizer, report, loss=ExportDir(model).soft_loss())  # encode takes the attributes
     reward_model.to(accelerator.device)
     max_length = options.max_length or default_max_length(model, reward_model)
     check_positions(max_length, reward_model.hf.config, "--max-length", model)
@@ -198,7 +194,7 @@ def encode(run: Prepared) -> Kept:
     max_length, and a group left with nothing to compare); each dropped one is listed in eval.json. A kept item's
     index is its position among the kept ones: how gathering puts the rewards in order."""
     names = sorted({p.subset for p in run.items})
-    encoded, rep, positions = encode_kept(run.items, run.tokenizer, run.max_length, names)
+    encoded, rep, positions = encode_kept(run.items, run.tokenizer, run.max_length, names, "", False, run.attributes)
     kept = [run.items[k] for k in positions.tolist()]
     dropped = [run.items[k].origin for k in sorted(set(range(len(run.items))) - set(positions.tolist()))]
     if not kept:

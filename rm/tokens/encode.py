@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from rm.data.formats.attributes import attribute_names as report_attribute_names
 from rm.data.formats.group import attributes_of, pairs_of, rank_of, responses_of, scores_of
 from rm.data.heap import trim_heap
 from rm.data.labels import registered
@@ -131,9 +132,11 @@ def comparisons_among(item: Example, keep: list[int]) -> bool:
 
 
 def encoded_group(
-    item: Example, fitted: tuple[list[int], list[list[int]], list[int]], subset_id: int, index: int
-) -> EncodedGroup:
-    """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions."""
+    item: Example, fitted: tuple[list[int], list[list[int]], list[int]], subset_id: int, index: int,
+    names: Sequence[str] = (),
+) -> EncodedGroup:  # fmt: skip
+    """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions, and
+    their attribute scores of `names`, flat [responses x names] (NaN where missing)."""
     prompt, responses, keep = fitted
     rank, scores, explicit, scored = rank_of(item), scores_of(item), pairs_of(item), attributes_of(item)
     at = {k: n for n, k in enumerate(keep)}
@@ -148,7 +151,7 @@ def encoded_group(
         scores=[scores[k] for k in keep] if scores is not None else [],
         pairs=flat,
         prompt_id=prompt_id(item.prompt),
-        attributes=[s for k in keep for s in scored[k]] if scored is not None else (),
+        attributes=[(scored[k] if scored else {}).get(n, math.nan) for k in keep for n in names] if names else (),
         target=target if (target := getattr(item, "target", None)) is not None else math.nan,
         strength=strength if (strength := getattr(item, "strength", None)) is not None else math.nan,
         cycle=getattr(item, "cycle", ""),
@@ -178,8 +181,12 @@ def encode_kept(
     subset_names: list[str],
     progress: str = "",
     consume: bool = False,
+    attribute_names: Sequence[str] | None = None,
 ) -> tuple[EncodedSplit, EncodeReport, np.ndarray]:
     """`encode_pairs`, and the position in `pairs` of each group kept (eval lists the dropped ones by pair).
+
+    `attribute_names`: whose scores each group stores, flat [responses x names] (NaN where missing): a run's are
+    every name its data has (rm/data/formats/attributes.py), `rm eval`'s the model's; None: those `pairs` give.
 
     `consume`: the caller hands `pairs` over; each chunk's items leave the list once encoded (it ends empty), so
     their texts are freed while the ids grow: the cold run of scripts/bench_data.py on the real-HH variant
@@ -188,10 +195,11 @@ def encode_kept(
     index = {name: i for i, name in enumerate(subset_names)}
     report = EncodeReport()
     batches, positions = [], []
-    scored = bool(pairs) and attributes_of(pairs[0]) is not None  # model.head.attributes: every item has scores
+    if attribute_names is None:  # every name the items give
+        attribute_names = sorted({n for p in pairs for s in attributes_of(p) or () for n in s})
     targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # rm eval under loss.strength=soft
-    found = {"strength": any(getattr(p, "strength", None) is not None for p in pairs), "attributes": scored,
-             "cycle": any(getattr(p, "cycle", "") for p in pairs), "target": targeted}  # fmt: skip
+    found = {"strength": any(getattr(p, "strength", None) is not None for p in pairs), "target": targeted,
+             "attributes": bool(attribute_names), "cycle": any(getattr(p, "cycle", "") for p in pairs)}  # fmt: skip
     optional = [name for name in OPTIONAL if found[name]]  # one schema for every chunk of the split
     labels = list(registered())  # a column each in every split, NaN where an item has none: one schema for all
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
@@ -214,7 +222,7 @@ def encode_kept(
             if fit is None:
                 report.too_long.append(item.origin or item.prompt[:40])
                 continue
-            fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted)))
+            fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted), attribute_names))
             positions.append(start + k)
         report.kept += len(fitted)
         batches.append(record_batch(fitted, optional, labels))
@@ -239,27 +247,32 @@ def encode_pairs(
     subset_names: list[str],
     progress: str = "",
     consume: bool = False,
+    attribute_names: Sequence[str] | None = None,
 ) -> tuple[EncodedSplit, EncodeReport]:
     """Tokenize prompt and responses separately; fit each pair into `max_length` (rm/tokens/truncation.py).
 
     Texts are tokenized CHUNK pairs at a time (the same ids as one call per text), and each chunk becomes
     an Arrow record batch straight away, so no list of Python ints outlives its chunk (rm/tokens/store.py);
-    `progress` names a progress bar (pairs/s), none if empty; `consume` as `encode_kept`'s.
+    `progress` names a progress bar (pairs/s), none if empty; `consume` and `attribute_names` as `encode_kept`'s.
     """
-    split, report, _ = encode_kept(pairs, tokenizer, max_length, subset_names, progress, consume)
+    split, report, _ = encode_kept(pairs, tokenizer, max_length, subset_names, progress, consume, attribute_names)
     return split, report
 
 
 def encode_splits(
     data: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], progress: bool = False,
-    consume: bool = False,
+    consume: bool = False, attribute_names: Sequence[str] | None = None,
 ) -> Encoding:  # fmt: skip
     """Both splits tokenized (progress bars if asked); `Encoding.warn` says what fitting cost. `consume`: the
-    splits' pairs leave `data` as they are encoded (`encode_kept`), for a caller that reads only the ids after."""
+    splits' pairs leave `data` as they are encoded (`encode_kept`), for a caller that reads only the ids after.
+    Both store the attribute scores of every name the data's report found (or of `attribute_names`)."""
+    names = attribute_names if attribute_names is not None else report_attribute_names(data.report)
     train, train_report = encode_pairs(
-        data.train, tokenizer, max_length, subsets, "tokenizing train" * progress, consume
+        data.train, tokenizer, max_length, subsets, "tokenizing train" * progress, consume, names
     )
-    held, eval_report = encode_pairs(data.eval, tokenizer, max_length, subsets, "tokenizing eval" * progress, consume)
+    held, eval_report = encode_pairs(
+        data.eval, tokenizer, max_length, subsets, "tokenizing eval" * progress, consume, names
+    )
     return Encoding(train, held, max_length, {"train": train_report, "eval": eval_report})
 
 

@@ -39,6 +39,7 @@ from rm.config import RunConfig
 from rm.config.rundir import RunDir
 from rm.data import labels
 from rm.data.data_report import DataReport
+from rm.data.formats.attributes import attribute_names
 from rm.data.formats.group import responses_of
 from rm.data.load import Example, LoadedData, load_data, subset_counts
 from rm.tokens import cache
@@ -116,17 +117,15 @@ def load(cfg: RunConfig, source: RunConfig, tokenizer: PreTrainedTokenizerBase |
     that names none renders HH text, also when it re-reads its data with the BPE it trained)."""
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     out, named_tokenizer = Path(cfg.output_dir), tokenizer if named else None
-    loaded = load_data(source.data, out, named_tokenizer, cfg.model.head)
+    loaded = load_data(source.data, out, named_tokenizer)
     log.info("data: %d train + %d eval pairs loaded", len(loaded.train), len(loaded.eval))
     return loaded
 
 
 def data_key(cfg: RunConfig, tokenizer: PreTrainedTokenizerBase) -> str:
     """The encoded splits' key: the data's inputs, the tokenizer's serialized state and `collator.max_length`."""
-    head = cfg.model.head  # attribute scores are encoded only when named: a key without them is as it was
-    scored = [head.attributes, head.attribute_scales] if head.attributes else []
     state = (cache.data_state(cfg.data), cache.tokenizer_state(tokenizer), cfg.collator.max_length)
-    return cache.digest(*state, *scored, *labels.fingerprint())
+    return cache.digest(*state, *labels.fingerprint())
 
 
 def encoded(cfg: RunConfig, loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, progress: bool) -> Prepared:
@@ -164,8 +163,8 @@ def generated_dir(cfg: RunConfig) -> str | None:
 
 
 def _encode_share(job: tuple) -> tuple[pa.Table, pa.Table, EncodeReport, EncodeReport]:
-    train, held, tokenizer, max_length, subsets = job
-    done = encode_splits(LoadedData(train, held, DataReport()), tokenizer, max_length, subsets)
+    train, held, tokenizer, max_length, subsets, names = job
+    done = encode_splits(LoadedData(train, held, DataReport()), tokenizer, max_length, subsets, attribute_names=names)
     return split_to_table(done.train), split_to_table(done.eval), done.reports["train"], done.reports["eval"]
 
 
@@ -192,7 +191,8 @@ def encode_in_processes(
     def share(pairs: list, i: int) -> list:
         return pairs[len(pairs) * i // n : len(pairs) * (i + 1) // n]
 
-    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets) for i in range(n)]
+    names = attribute_names(loaded.report)  # every share stores the whole data's names
+    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets, names) for i in range(n)]
     with multiprocessing.get_context("fork").Pool(n) as pool:
         shares = pool.map(_encode_share, jobs)
     reports = {split: EncodeReport.merged([s[2 + k] for s in shares]) for k, split in enumerate(("train", "eval"))}

@@ -77,7 +77,10 @@ def test_records_become_pairs_with_subsets_from_metadata_source():
     assert curry.rejected == " お店で買ってください。"
     assert [p.parts_early for p in pairs] == [False, False, False, False, False, True]  # record 6 parts early
     assert all(p.margin is None for p in pairs)  # every option is off by default
-    assert report.notes["argilla"] == {"records": 6, "rated_on_both_sides": 3, "responses_not_submitted": 1}
+    assert report.notes["argilla"] == {
+        "records": 6, "rated_on_both_sides": 3, "responses_not_submitted": 1,
+        "annotators_per_response": {"0": 5, "1": 6, "2": 1},  # read whatever the head (test_argilla_ratings.py)
+    }  # fmt: skip
 
 
 def test_margin_from_ratings_is_mean_chosen_minus_mean_rejected_where_both_are_rated():

@@ -1,14 +1,14 @@
-"""Argilla's annotator ratings as an attribute: with `model.head.attributes: [rating]`, a response's score
-is the mean of its submitted annotators' 1-5 ratings, and the data report counts annotators per response. The
+"""Argilla's annotator ratings as an attribute: a response's `rating` score (trained with
+`model.head.attributes: [rating]`) is the mean of its submitted annotators' 1-5 ratings, and the data report counts
+annotators per response. The
 records are written here in the published field names of hironow/test-hh-rlhf-12k-ja's card (its `datasets` form)."""
 
 import json
-import math
 
 import pytest
 
+from conftest import after_cache, every
 from rm.config import ArgillaConfig, DataConfig
-from rm.config.head_config import HeadConfig
 from rm.data.data_report import DataReport
 from rm.data.load import load_pairs
 from rm.errors import DataError
@@ -44,15 +44,18 @@ RECORDS = [
 ]
 
 
-def load(tmp_path, report, scales=None, **argilla):
+def written(tmp_path):
     path = tmp_path / "ja.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in RECORDS))
-    head = HeadConfig(attributes=["rating"], attribute_scales=scales or {})
-    return load_pairs(str(path), "train", [], DataConfig(argilla=ArgillaConfig(**argilla)), report=report, head=head)
+    return path
+
+
+def load(tmp_path, report, **argilla):
+    return load_pairs(str(written(tmp_path)), "train", [], DataConfig(argilla=ArgillaConfig(**argilla)), report=report)
 
 
 def scores(pair) -> list[float | None]:
-    return [None if math.isnan(s[0]) else s[0] for s in pair.attributes]
+    return [s.get("rating") for s in pair.attributes] if pair.attributes else [None, None]
 
 
 def test_rating_is_the_mean_of_submitted_ratings_and_annotators_are_counted(tmp_path):
@@ -66,18 +69,15 @@ def test_rating_is_the_mean_of_submitted_ratings_and_annotators_are_counted(tmp_
     assert "annotators_per_response" in " ".join(report.describe())
 
 
-def test_a_mean_outside_the_declared_scale_is_a_bad_record(tmp_path):
-    with pytest.raises(DataError, match=r"ja\.jsonl:1: field 'chosen_rating' is 4\.5, outside .*rating \[1\.0, 4\.0\]"):
-        load(tmp_path, DataReport(), scales={"rating": [1.0, 4.0]})
-    report = DataReport("skip")
-    assert len(load(tmp_path, report, scales={"rating": [1.0, 4.0]})) == 2 and report.skipped_counts() == {
-        "out_of_range": 1
-    }
+def test_a_mean_outside_the_declared_scale_is_a_bad_record(tmp_path, tokenizer):
+    run = ("model.head.attributes=[rating]", "model.head.attribute_scales={rating: [1.0, 4.0]}")
+    with pytest.raises(DataError, match=r"ja\.jsonl:1: attribute 'rating' is 4\.5, outside .*rating \[1, 4\]"):
+        after_cache(written(tmp_path), tokenizer, *run)
+    data = after_cache(written(tmp_path), tokenizer, *run, "data.on_bad_record=skip")
+    assert len(every(data)) == 2 and data.report.skipped_counts() == {"out_of_range": 1}
 
 
-def test_without_rating_nothing_is_counted_or_scored(tmp_path):
-    report = DataReport()
-    path = tmp_path / "ja.jsonl"
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in RECORDS))
-    pairs = load_pairs(str(path), "train", [], DataConfig(), report=report)
-    assert all(p.attributes is None for p in pairs) and "annotators_per_response" not in report.notes["argilla"]
+def test_a_run_without_rating_trains_no_score(tmp_path, tokenizer):
+    data = after_cache(written(tmp_path), tokenizer)
+    assert all("attributes" not in split.table.schema.names for split in (data.train, data.eval))
+    assert data.report.notes["labels"]["attributes"]["names"]["rating"]["scored"] == 3

@@ -1,40 +1,32 @@
-"""Per-response attribute scores (rm/data/formats/attributes.py), read from fixtures in each dataset's
-published field names and compared with the values read straight from the JSON: HelpSteer2 rows, UltraFeedback
-annotations, pairs' chosen_attributes/rejected_attributes; NaN for a missing score; out-of-range scores as bad
-records by file:line; scales declared or inferred into the data report; an attribute no record has is an error;
-and without attributes configured, loading gives exactly what it gave before."""
+"""Per-response attribute scores (rm/data/formats/attributes.py), read whatever the head from fixtures in each
+dataset's published field names and compared with the values read straight from the JSON: HelpSteer2 rows,
+UltraFeedback annotations, pairs' chosen_attributes/rejected_attributes; a missing score is absent. After the
+cache a run's head takes its names (rm/collate/loss_labels.py): out-of-range scores are bad records by file:line,
+scales declared or inferred go into the data report, an attribute no record has is an error, and a run without
+attributes has no scores in its splits."""
 
 import json
-import math
-import re
-from types import SimpleNamespace
+import shutil
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, after_cache, every
 from rm.config import DataConfig
-from rm.data.data_report import DataReport
 from rm.data.formats.group import responses_of
-from rm.data.load import load_data, load_pairs
+from rm.data.load import load_pairs
 from rm.errors import DataError
 
 FIXTURES = REPO / "tests" / "fixtures"
 HS2 = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-NAN = float("nan")
 
 
-def head(attributes, scales=None):
-    return SimpleNamespace(attributes=list(attributes), attribute_scales=scales or {})
-
-
-def load(name, attributes=(), scales=None, **data):
+def load(name, **data):
     cfg = DataConfig(source=str(FIXTURES / name), **data)
-    return load_pairs(cfg.source, "train", [], cfg, head=head(attributes, scales) if attributes else None)
+    return load_pairs(cfg.source, "train", [], cfg)
 
 
-def same(a, b):
-    """Equal score tuples, NaN equal to NaN."""
-    return len(a) == len(b) and all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(a, b, strict=True))
+def copied(name, tmp_path):
+    return shutil.copy(FIXTURES / name, tmp_path / name)
 
 
 def by_text(items):
@@ -42,36 +34,35 @@ def by_text(items):
 
 
 def test_helpsteer2_rows_carry_their_five_columns_per_response():
-    items = load("helpsteer2_rows.jsonl", HS2)
-    got = by_text(items)
+    got = by_text(load("helpsteer2_rows.jsonl"))
     rows = [json.loads(line) for line in (FIXTURES / "helpsteer2_rows.jsonl").read_text().splitlines()]
     scored = [r for r in rows if r["helpfulness"] is not None]  # an unscored row is left out of its group
     assert len(got) == len(scored)
     for row in scored:
         key = (f"\n\nHuman: {row['prompt']}\n\nAssistant:", " " + row["response"])
-        assert same(got[key], tuple(float(row[name]) for name in HS2))
+        assert got[key] == {name: float(row[name]) for name in HS2 if row[name] is not None}
 
 
 def test_ultrafeedback_reads_annotation_ratings_and_own_fields():
-    names = ("helpfulness", "honesty", "fine-grained_score")
-    items = load("ultrafeedback.jsonl", names)
+    items = load("ultrafeedback.jsonl")
     records = [json.loads(line) for line in (FIXTURES / "ultrafeedback.jsonl").read_text().splitlines()]
     want = []
     for record in records:
         for c in record["completions"]:
             if c["overall_score"] in ("N/A", None):
                 continue
-            ratings = [c["annotations"].get(n, {}).get("Rating") for n in names[:2]]
-            want.append(tuple(NAN if v in ("N/A", None) else float(v) for v in ratings) + (c["fine-grained_score"],))
+            rated = {n: float(a["Rating"]) for n, a in c["annotations"].items() if a.get("Rating") not in ("N/A", None)}
+            own = {k: float(v) for k, v in c.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+            want.append(rated | own)
     got = [s for item in items for s in item.attributes]
-    assert len(got) == len(want) and all(same(g, w) for g, w in zip(got, want, strict=True))
+    assert got == want and all("fine-grained_score" in s for s in got)
 
 
-def test_pairs_read_chosen_and_rejected_attributes_and_missing_is_nan(tmp_path):
-    items = load("pairs_attributes.jsonl", ("correctness", "verbosity"))
-    assert [i.attributes for i in items][0] == ((4.0, 0.0), (0.0, 0.0))
-    assert same(items[1].attributes[1], (NAN, NAN)) and items[1].attributes[0] == (4.0, 2.0)
-    assert all(same(s, (NAN, NAN)) for s in items[2].attributes)  # a record without scores: every one missing
+def test_pairs_read_chosen_and_rejected_attributes_and_missing_is_absent():
+    items = load("pairs_attributes.jsonl")
+    assert items[0].attributes == ({"correctness": 4.0, "verbosity": 0.0}, {"correctness": 0.0, "verbosity": 0.0})
+    assert items[1].attributes[0] == {"correctness": 4.0, "verbosity": 2.0}
+    assert "correctness" not in items[1].attributes[1] and items[2].attributes is None  # a record without scores
 
 
 def test_rows_may_give_an_attributes_mapping(tmp_path):
@@ -82,25 +73,25 @@ def test_rows_may_give_an_attributes_mapping(tmp_path):
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = DataConfig(source=str(path), score_field="score")
-    (group,) = load_pairs(cfg.source, "train", [], cfg, head=head(["tone"]))
-    assert group.attributes[0] == (1.5,) and math.isnan(group.attributes[1][0])
+    (group,) = load_pairs(cfg.source, "train", [], cfg)
+    assert group.attributes == ({"tone": 1.5, "score": 2.0}, {"score": 1.0})  # a JSON-number column is one too
 
 
-def test_a_score_outside_its_declared_scale_is_a_bad_record_by_line():
-    with pytest.raises(DataError, match=re.escape("helpsteer2_rows.jsonl:6")) as info:
-        load("helpsteer2_rows.jsonl", ["verbosity"], {"verbosity": [0, 1]})
-    assert "verbosity" in str(info.value) and "outside model.head.attribute_scales.verbosity [0, 1]" in str(info.value)
-    report = DataReport("skip")
-    cfg = DataConfig(source=str(FIXTURES / "helpsteer2_rows.jsonl"), on_bad_record="skip")
-    kept = load_pairs(cfg.source, "train", [], cfg, report=report, head=head(["verbosity"], {"verbosity": [0, 1]}))
-    assert report.skipped_counts() == {"out_of_range": 1}
-    assert all(max(s[0] for s in g.attributes) <= 1 for g in kept)
+def test_a_score_outside_its_declared_scale_is_a_bad_record_by_line(tmp_path, tokenizer):
+    path = copied("helpsteer2_rows.jsonl", tmp_path)
+    run = ("model.head.attributes=[verbosity]", "model.head.attribute_scales={verbosity: [0, 1]}")
+    with pytest.raises(DataError, match=r"helpsteer2_rows.jsonl:[\d+]*\+6: attribute 'verbosity' is \d") as info:
+        after_cache(path, tokenizer, *run)
+    assert "outside model.head.attribute_scales.verbosity [0, 1]" in str(info.value)
+    data = after_cache(path, tokenizer, *run, "data.on_bad_record=skip")
+    assert data.report.skipped_counts() == {"out_of_range": 1}
+    assert all(max(g.attributes) <= 1 for g in every(data))
 
 
-def test_scales_are_stated_in_the_data_report_declared_or_inferred(tmp_path):
-    cfg = DataConfig(source=str(FIXTURES / "helpsteer2_rows.jsonl"), eval_split="", eval_fraction=0.3)
-    loaded = load_data(cfg, tmp_path, head=head(["verbosity", "coherence"], {"coherence": [0, 4]}))
-    notes = loaded.report.notes["attributes"]
+def test_scales_are_stated_in_the_data_report_declared_or_inferred(tmp_path, tokenizer):
+    path = copied("helpsteer2_rows.jsonl", tmp_path)
+    run = ("model.head.attributes=[verbosity, coherence]", "model.head.attribute_scales={coherence: [0, 4]}")
+    notes = after_cache(path, tokenizer, *run).report.notes["attributes"]
     rows = [json.loads(line) for line in (FIXTURES / "helpsteer2_rows.jsonl").read_text().splitlines()]
     verbosity = [r["verbosity"] for r in rows if r["helpfulness"] is not None]
     assert notes["verbosity"] == {
@@ -112,17 +103,30 @@ def test_scales_are_stated_in_the_data_report_declared_or_inferred(tmp_path):
     assert notes["coherence"]["scale"] == [0.0, 4.0] and notes["coherence"]["declared"] is True
 
 
-def test_an_attribute_no_record_has_is_a_one_line_error(tmp_path):
-    cfg = DataConfig(source=str(FIXTURES / "helpsteer2_rows.jsonl"), eval_split="", eval_fraction=0.3)
+def test_an_attribute_no_record_has_is_a_one_line_error(tmp_path, tokenizer):
+    path = copied("helpsteer2_rows.jsonl", tmp_path)
     with pytest.raises(DataError, match="model.head.attributes: 'usefulness' is scored in no record") as info:
-        load_data(cfg, tmp_path, head=head(["usefulness"]))  # a misspelt name is a bad record: test_record_fields.py
+        after_cache(path, tokenizer, "model.head.attributes=[usefulness]")  # a misspelt name: test_record_fields.py
     assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["helpsteer2_rows.jsonl", "ultrafeedback.jsonl", "pairs_attributes.jsonl"])
-def test_without_attributes_loading_is_as_before(name):
-    """No head, or a head with no attributes: the items carry no scores and equal each other field by field."""
-    plain = load(name)
-    cfg = DataConfig(source=str(FIXTURES / name))
-    again = load_pairs(cfg.source, "train", [], cfg, head=head([]))
-    assert plain == again and all(item.attributes is None for item in plain)
+def test_the_cache_holds_every_name_and_a_run_without_attributes_none(name, tmp_path, tokenizer):
+    from rm.data.load import load_data
+    from rm.tokens.prepare import encoded
+
+    path = copied(name, tmp_path)
+    data = after_cache(path, tokenizer)
+    assert "attributes" not in data.train.table.schema.names and "attributes" not in data.eval.table.schema.names
+    loaded = load_data(DataConfig(source=str(path), eval_split=""), tmp_path)
+    names = list(loaded.report.notes["labels"]["attributes"]["names"])
+    assert names == sorted({n for item in loaded.train + loaded.eval for s in item.attributes or () for n in s})
+    cached = encoded(data_run(path), loaded, tokenizer, False)
+    width = {len(g.attributes) // len(g.response_ids) for g in [*cached.train, *cached.eval]}
+    assert width == {len(names)}
+
+
+def data_run(path):
+    from rm.config import RunConfig
+
+    return RunConfig(data=DataConfig(source=str(path), eval_split=""))

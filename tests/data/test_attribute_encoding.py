@@ -1,9 +1,8 @@
 """Attribute scores through the encoded unit and the collators: encoded per kept response, kept in an
 Arrow column that a cache file round-trips, and collated as [responses, A] in reward order in every layout; a
-split without attributes keeps the old columns, cache key and batches."""
+split without attributes keeps the old columns and batches, and the cache key is the same either way."""
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,23 +24,22 @@ FIXTURE = REPO / "tests" / "fixtures" / "helpsteer2_rows.jsonl"
 NAMES = ["correctness", "verbosity"]
 
 
-def loaded(attributes):
+def loaded():
     cfg = DataConfig(source=str(FIXTURE))
-    head = SimpleNamespace(attributes=attributes, attribute_scales={}) if attributes else None
-    return load_pairs(cfg.source, "train", [], cfg, head=head)
+    return load_pairs(cfg.source, "train", [], cfg)
 
 
 def test_encoded_groups_carry_each_kept_responses_scores_and_round_trip_a_cache_file(tokenizer, tmp_path):
-    items = loaded(NAMES)
-    split, _ = encode_pairs(items, tokenizer, 512, ["default", "helpsteer2_rows"])
+    items = loaded()
+    split, _ = encode_pairs(items, tokenizer, 512, ["default", "helpsteer2_rows"], attribute_names=NAMES)
     assert split.table.schema.equals(schema_with(["attributes"])) and len(split) == len(items)
     for item, group in zip(items, split, strict=True):
         assert len(group.attributes) == len(NAMES) * len(responses_of(item))
-        assert group.attributes == [s for scores in item.attributes for s in scores]
+        assert group.attributes == [scores.get(name, math.nan) for scores in item.attributes for name in NAMES]
     write_split(split, tmp_path / "train.arrow")
     again = read_split(tmp_path / "train.arrow")
     assert [g.attributes for g in again] == [g.attributes for g in split]
-    plain, _ = encode_pairs(loaded([]), tokenizer, 512, ["default", "helpsteer2_rows"])
+    plain, _ = encode_pairs(loaded(), tokenizer, 512, ["default", "helpsteer2_rows"], attribute_names=[])
     assert plain.table.schema.equals(SCHEMA) and all(g.attributes == () for g in plain)
     assert plain.table.equals(split.table.drop_columns(["attributes"]))  # the same groups, ids and order
 
@@ -76,9 +74,10 @@ def test_a_split_from_scored_groups_round_trips_them():
         np.testing.assert_array_equal(got.attributes, want.attributes)  # NaN where NaN
 
 
-def test_the_cache_key_without_attributes_is_the_one_before_them(tokenizer):
+def test_the_cache_key_is_the_same_with_attributes_or_without(tokenizer):
+    """Every name's scores are cached; the head takes its own after the cache (rm/collate/loss_labels.py)."""
     cfg = RunConfig()
     before = cache.digest(cache.data_state(cfg.data), cache.tokenizer_state(tokenizer), cfg.collator.max_length)
     assert data_key(cfg, tokenizer) == before
-    cfg.model.head.attributes = ["verbosity"]
-    assert data_key(cfg, tokenizer) != before
+    cfg.model.head.attributes, cfg.model.head.attribute_scales = ["verbosity"], {"verbosity": [0, 4]}
+    assert data_key(cfg, tokenizer) == before

@@ -7,7 +7,6 @@ at most 1e30, a score 5e29 (two make a margin), an attribute 1e15 (its square 1e
 checked in tests/model/test_attribute_loss.py."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -93,12 +92,11 @@ def test_a_value_the_loss_cannot_take_is_a_bad_record_naming_file_line_and_field
     _, records, attribute, message, more = case
     path = tmp_path / "data.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    head = SimpleNamespace(attributes=[attribute], attribute_scales={}) if attribute else None
-    with pytest.raises(DataError, match=r"data\.jsonl:" + message) as info:
-        load_pairs(str(path), "train", [], DataConfig(), head=head)
+    with pytest.raises(DataError, match=r"data\.jsonl:" + message) as info:  # attributes are read whatever the head
+        load_pairs(str(path), "train", [], DataConfig())
     assert "\n" not in str(info.value)
     report = DataReport("skip")
-    kept = load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"), report=report, head=head)
+    kept = load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"), report=report)
     assert len(kept) == 1 and report.skipped_counts() == {"out_of_range": 1} | more
 
 
@@ -111,6 +109,5 @@ def test_values_within_the_bounds_load_as_written(tmp_path):
     path.write_text(
         json.dumps(ROW | {"verbosity": -1e15}) + "\n" + json.dumps(ROW | {"response": "b", "helpfulness": 0}) + "\n"
     )
-    head = SimpleNamespace(attributes=["verbosity"], attribute_scales={})
-    (group,) = load_pairs(str(path), "train", [], DataConfig(), head=head)
-    assert sorted(a[0] for a in group.attributes) == [-1e15, 1.0]
+    (group,) = load_pairs(str(path), "train", [], DataConfig())
+    assert sorted(a["verbosity"] for a in group.attributes) == [-1e15, 1.0]

@@ -5,11 +5,10 @@ from the fixtures, in each dataset's published field names."""
 
 import json
 import math
-from types import SimpleNamespace
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, after_cache, every
 from rm.config import DataConfig
 from rm.data.data_report import DataReport
 from rm.data.load import load_pairs
@@ -27,15 +26,22 @@ def without(record: dict, *names: str) -> dict:
     return {k: v for k, v in record.items() if k not in names}
 
 
-def refused(tmp_path, records: list, attributes: tuple = (), **data) -> str:
-    """The one-line error of loading `records` (line 1 first), after checking it is a single line."""
+def refused(tmp_path, records: list, attributes: tuple = (), tokenizer=None, **data) -> str:
+    """The one-line error of loading `records` (line 1 first), after checking it is a single line; with
+    `attributes`, of a run whose head names them, after the cache (rm/collate/loss_labels.py)."""
     path = tmp_path / "data.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    head = SimpleNamespace(attributes=list(attributes), attribute_scales={}) if attributes else None
     with pytest.raises(DataError) as info:
-        load_pairs(str(path), "train", [], DataConfig(**data), head=head)
+        if attributes:
+            after_cache(path, tokenizer, f"model.head.attributes=[{','.join(attributes)}]", *overrides(data))
+        else:
+            load_pairs(str(path), "train", [], DataConfig(**data))
     assert "\n" not in str(info.value)
     return str(info.value).split("data.jsonl:", 1)[1]
+
+
+def overrides(data: dict) -> list[str]:
+    return [f"data.{k}={v}" for k, v in data.items()]
 
 
 ROWS, RB2, UF = first("helpsteer2_rows.jsonl"), first("rewardbench2.jsonl"), first("ultrafeedback.jsonl")
@@ -93,58 +99,60 @@ def test_the_prompt_format_still_takes_an_empty_prompt(tmp_path):
 
 PAIR = {"prompt": "Q?", "chosen": " yes", "rejected": " no", "chosen_attributes": {"helpfulness": 3}}
 ANNOTATED = UF["completions"][1] | {"annotations": {"Helpfulness": {"Rating": "2"}}}
+ROW_2 = json.loads((FIXTURES / "helpsteer2_rows.jsonl").read_text().splitlines()[1])  # ROWS' prompt
 MISSPELT = [
-    ("pair-mapping", PAIR | {"rejected_attributes": {"helpfullness": 1}}, "rejected_attributes.helpfullness"),
-    ("pair-case", PAIR | {"chosen_attributes": {"Helpfulness": 3}}, "chosen_attributes.Helpfulness"),
-    ("row-mapping", without(ROWS, "helpfulness") | {"attributes": {"helpfulnes": 2}}, "attributes.helpfulnes"),
-    ("row-column", without(ROWS, "helpfulness") | {"Helpfulness": 2}, "Helpfulness"),
+    ("pair-mapping", [PAIR | {"rejected_attributes": {"helpfullness": 1}}], "helpfullness"),
+    ("pair-case", [PAIR | {"chosen_attributes": {"Helpfulness": 3}}], "Helpfulness"),
+    ("row-mapping", [without(ROWS, "helpfulness") | {"attributes": {"helpfulnes": 2}}, ROW_2], "helpfulnes"),
+    ("row-column", [without(ROWS, "helpfulness") | {"Helpfulness": 2}, ROW_2], "Helpfulness"),
     (
         "responses",
-        {"prompt": "Q?", "responses": [{"text": "a", "score": 1, "attributes": {"helpful-ness": 2}}] * 2},
-        "responses[0].attributes.helpful-ness",
-    ),
-    (
-        "ultrafeedback-annotation",
-        UF | {"completions": [UF["completions"][0], ANNOTATED]},
-        "completions[1].annotations.Helpfulness",
-    ),
+        [
+            {
+                "prompt": "Q?",
+                "responses": [{"text": "a", "score": 1, "attributes": {"helpful-ness": 2}}, {"text": "b", "score": 0}],
+            }
+        ],
+        "helpful-ness",
+    ),  # fmt: skip
+    ("ultrafeedback-annotation", [UF | {"completions": [UF["completions"][0], ANNOTATED]}], "Helpfulness"),
 ]
 
 
 @pytest.mark.parametrize("case", MISSPELT, ids=[c[0] for c in MISSPELT])
-def test_a_misspelt_attribute_key_is_named_with_the_configured_name(tmp_path, case):
-    _, record, field = case
-    score = "correctness" if case[0].startswith("row") else ""  # a row's own score is not the misspelt one
-    message = refused(tmp_path, [record], ("helpfulness",), score_field=score)
-    assert message.startswith(f"1: field {field!r} is not in model.head.attributes; did you mean 'helpfulness'")
+def test_a_misspelt_attribute_key_is_named_with_the_configured_name(tmp_path, tokenizer, case):
+    """After the cache: the data keeps every name, and the head's run names the record whose key is near its name
+    (the response lacking the name itself)."""
+    _, records, field = case
+    score = {"score_field": "correctness"} if case[0].startswith("row") else {}  # a row's own score is not misspelt
+    message = refused(tmp_path, records, ("helpfulness",), tokenizer, **score)
+    assert message.startswith("1") and f": field {field!r} is not in model.head.attributes; did you mean" in message
 
 
-def test_a_misspelt_configured_name_names_the_records_spelling(tmp_path):
+def test_a_misspelt_configured_name_names_the_records_spelling(tmp_path, tokenizer):
     """Every HelpSteer2 row has `helpfulness`: the config's `helpfulnes` is the typo, and the message says both."""
-    message = refused(tmp_path, [ROWS], ("helpfulnes",))
+    message = refused(tmp_path, [ROWS, ROW_2], ("helpfulnes",), tokenizer)
     assert "field 'helpfulness' is not in model.head.attributes; did you mean 'helpfulnes'" in message
     assert "the record's key or the config's name" in message
 
 
-def test_other_keys_and_the_right_name_beside_a_near_one_are_left_alone(tmp_path):
+def test_other_keys_and_the_right_name_beside_a_near_one_are_left_alone(tmp_path, tokenizer):
     path = tmp_path / "data.jsonl"
     records = [
         PAIR | {"rejected_attributes": {"tone": 1, "honesty": 2}},  # unconfigured, not near: missing, as before
         PAIR | {"prompt": "R?", "rejected_attributes": {"helpfulness": 1, "Helpfulness": 9}},  # the name is there
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    head = SimpleNamespace(attributes=["helpfulness"], attribute_scales={})
-    first_pair, second_pair = load_pairs(str(path), "train", [], DataConfig(), head=head)
-    assert math.isnan(first_pair.attributes[1][0])  # missing, as before
-    assert second_pair.attributes == ((3.0,), (1.0,))
+    data = after_cache(path, tokenizer, "model.head.attributes=[helpfulness]")
+    scores = [list(g.attributes) for g in every(data)]
+    assert len(scores) == 2 and any(math.isnan(s[1]) and s[0] == 3.0 for s in scores)  # missing, as before
+    assert [3.0, 1.0] in scores
 
 
-def test_skip_mode_counts_a_misspelt_key_and_keeps_the_rest(tmp_path):
+def test_skip_mode_counts_a_misspelt_key_and_keeps_the_rest(tmp_path, tokenizer):
     path = tmp_path / "data.jsonl"
     records = [PAIR, PAIR | {"prompt": "R?", "chosen_attributes": {"helpfulnss": 3}}]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    report = DataReport("skip")
-    head = SimpleNamespace(attributes=["helpfulness"], attribute_scales={})
-    kept = load_pairs(str(path), "train", [], DataConfig(on_bad_record="skip"), report=report, head=head)
-    assert len(kept) == 1 and report.skipped_counts() == {"misspelt_attribute": 1}
-    assert report.skipped[0].field == "chosen_attributes.helpfulnss"
+    data = after_cache(path, tokenizer, "model.head.attributes=[helpfulness]", "data.on_bad_record=skip")
+    assert len(every(data)) == 1 and data.report.skipped_counts() == {"misspelt_attribute": 1}
+    assert data.report.skipped[0].field == "helpfulnss" and data.report.skipped[0].origin.endswith("data.jsonl:2")

@@ -49,6 +49,14 @@ def test_a_label_is_parsed_from_its_field_and_a_bad_value_names_its_line(plugins
         load_pairs(str(bad), "train", [])
 
 
+def test_the_readmes_worked_example_is_the_module_the_tests_run():
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### Adding a label", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == (REPO / "tests" / "training" / "response_length.py").read_text()
+
+
 def test_merged_records_keep_a_difficulty_they_agree_on_and_drop_one_they_do_not(plugins, tmp_path):
     from rm.config import DataConfig
     from rm.data.data_report import DataReport

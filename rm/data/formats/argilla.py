@@ -18,10 +18,10 @@ on spaces (Japanese has none between words); the messages are rendered like any 
 Three opt-in options (`data.argilla.*`), each counted in the report: a margin from the ratings,
 dropping pairs the annotators rated the other way, and extra pairs from the edits.
 
-The ratings as an attribute: with `model.head.attributes` naming `rating` (RATING), a response's
-`rating` score is the mean of its submitted annotators' ratings (1-5; none submitted: missing), and the data
-report's `argilla.annotators_per_response` counts the responses by how many annotators rated them. Other
-attribute names are read from `chosen_attributes`/`rejected_attributes`, as for any pair.
+The ratings as an attribute: a response's `rating` score (RATING, for `model.head.attributes: [rating]`) is the
+mean of its submitted annotators' ratings (1-5; none submitted: missing), and the data report's
+`argilla.annotators_per_response` counts the responses by how many annotators rated them. Other attributes are
+read from `chosen_attributes`/`rejected_attributes`, as for any pair.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from statistics import fmean
 from typing import Any
 
 from rm.config import ArgillaConfig
-from rm.data.formats.attributes import NAN, Scores, checked, pair_scores
+from rm.data.formats.attributes import Scores, checked, pair_scores
 from rm.data.formats.chat import Message
 from rm.data.formats.group import score_of
 from rm.data.formats.hh import HH_SUBSETS
@@ -134,30 +134,23 @@ def parse_argilla(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
     pairs = [Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early)]
     if c_rating and r_rating:  # its strength: the rating difference (rm/data/formats/strength.py)
         pairs[0].strength = score_of(fmean(c_rating) - fmean(r_rating), "chosen_rating - rejected_rating")
-    scores = rating_scores(record, c_rating, r_rating, ctx) if ctx.attributes else None
-    pairs[0].attributes = scores
+    scores = rating_scores(record, c_rating, r_rating, ctx)
+    pairs[0].attributes = scores if any(scores) else None
     pairs = pairs if keep else []
     if opts.pairs_from_edits:
         pairs += _edit_pairs(chosen, rejected, edits, subset, origin, ctx)
         for pair in pairs[1 if keep else 0 :]:  # an edit is rated by no one; the rejected side keeps its scores
-            pair.attributes = None if scores is None else ((NAN,) * len(scores[1]), scores[1])
+            pair.attributes = ({}, scores[1]) if scores[1] else None
     return pairs
 
 
 def rating_scores(record: dict, c_rating: list[int], r_rating: list[int], ctx: ParseContext) -> tuple[Scores, Scores]:
-    """(chosen's, rejected's) scores of `model.head.attributes`: `rating` the mean of the submitted annotators'
-    ratings (NaN when none), any other name from `chosen_attributes`/`rejected_attributes`. With `rating`
-    configured, each response's number of annotators is counted in the report."""
-    names = ctx.attributes
-    chosen, rejected = pair_scores(record, names, ctx.attribute_scales)
-    if RATING not in names:
-        return chosen, rejected
-    i = names.index(RATING)
-    out = []
-    for side, given, field in ((chosen, c_rating, "chosen_rating"), (rejected, r_rating, "rejected_rating")):
+    """(chosen's, rejected's) attribute scores: `rating` the mean of the submitted annotators' ratings (none: missing),
+    the other names from `chosen_attributes`/`rejected_attributes`; each response's number of annotators counted."""
+    out, sides = [], zip(pair_scores(record), (c_rating, r_rating), ("chosen_rating", "rejected_rating"), strict=True)
+    for side, given, field in sides:
         ctx.report.tally("argilla", "annotators_per_response", len(given))
-        mean = checked(fmean(given), field, RATING, ctx.attribute_scales) if given else NAN
-        out.append(side[:i] + (mean,) + side[i + 1 :])
+        out.append(side | ({RATING: checked(fmean(given), field)} if given else {}))
     return out[0], out[1]
 
 

@@ -1,68 +1,61 @@
 """Per-response attribute scores: the ratings a multi-attribute head regresses on, beside the order.
 
-`model.head.attributes` names them; only then is anything read, so a run without attributes parses every
-record exactly as before. Each response gets one value per configured name, in the config's order, NaN where
-the record has no score for it ("N/A", null, or absent): a missing score is masked in the loss, not a bad
-record. Where they come from:
+Loading reads every attribute the data has, whatever the head, so that the tokenized data does not depend on it:
+each response gets {name: score} of the names its record gives ("N/A", null or absent: missing, masked in the
+loss). Where they come from:
 
 | records | a response's scores |
 | --- | --- |
-| a row (HelpSteer2) | its columns of those names (`helpfulness` … `verbosity`), or `attributes: {name: value}` |
-| a pair (`hh`, `prompt`, `conversation`) | `chosen_attributes` / `rejected_attributes: {name: value}` |
-| `ultrafeedback` | a completion's field of that name (`fine-grained_score`), else `annotations[name].Rating` |
+| a row (HelpSteer2) | its `attributes: {name: value}`, its ratings (`helpfulness` …), any JSON-number column |
+| a pair (`hh`, `prompt`, `conversation`, `argilla`) | `chosen_attributes` / `rejected_attributes: {name: value}` |
+| `argilla` | also `rating`: the mean of the submitted annotators' ratings |
+| `ultrafeedback` | each annotation aspect's `Rating`, and a completion's own number fields (`fine-grained_score`) |
 | `responses` | each response's `attributes: {name: value}` |
 
-A score outside `model.head.attribute_scales[name]`, or beyond ±1e15 (ATTRIBUTE_MAX: the loss squares it), is
-a bad record (file:line and field), as is a key that misspells a configured name (`Helpfulness`,
-`helpfullness` where `helpfulness` is configured and absent), which would otherwise read as missing. After loading,
-`attribute_notes` states each scale (declared, or the data's own [min, max]) and how many responses have
-each score in the data report; a configured name that no response has is an error (a typo, most likely).
+A score that is no number, or beyond ±1e15 (ATTRIBUTE_MAX: the loss squares it), is a bad record (file:line and
+field). The data report's `labels.attributes` (`attribute_counts`) lists the names found with how many responses
+have each, their [min, max] and the first record that gives them; encoding stores every name's scores, in that
+sorted order (`attribute_names`). A run with `model.head.attributes` then takes its names' scores after the cache
+(rm/collate/loss_labels.py): a name no response has, or one the data spells otherwise (`Helpfulness`,
+`helpfullness` where `helpfulness` is configured), stops it in one line, a score outside
+`model.head.attribute_scales` is a bad record, and `attribute_notes` states each scale.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rm.data.formats.group import responses_of, score_of
 from rm.data.formats.pair import ATTRIBUTE_MAX, ATTRIBUTE_WHY
-from rm.errors import DataError, RecordError
+from rm.errors import RecordError
 
 NAN = float("nan")
-Scores = tuple[float, ...]
-"""One response's scores, one per configured attribute in order; NaN = missing."""
+Scores = dict[str, float]
+"""One response's scores by attribute name; a name it lacks is missing."""
 
 
-def scores_from(
-    source: Any, names: Sequence[str], where: str, scales: Mapping[str, Sequence[float]]
-) -> Scores:  # fmt: skip
-    """The scores of `names` in the mapping `source` (None: none given), each checked against its scale.
-    `where` is the field path of `source`, for messages ("chosen_attributes", "completions[2]")."""
+def scores_from(source: Any, where: str) -> Scores:
+    """Every score of the mapping `source` (None: none given). `where` is its field path, for messages
+    ("chosen_attributes", "responses[2].attributes")."""
     if source is None:
-        return (NAN,) * len(names)
+        return {}
     if not isinstance(source, dict):
         raise RecordError("not_an_object", f"field {where!r} must be an object, got {type(source).__name__}", where)
-    misspelt(source, names, where)
-    return tuple(checked(source.get(name), f"{where}.{name}" if where else name, name, scales) for name in names)
+    out = {}
+    for key, value in source.items():
+        if (v := checked(value, f"{where}.{key}" if where else str(key))) is not None:
+            out[str(key)] = v
+    return out
 
 
-def misspelt(source: Mapping[str, Any], names: Sequence[str], where: str, declared: Sequence[str] = ()) -> None:
-    """The RecordError of a key of `source` that misspells a configured name the mapping lacks (`Helpfulness`,
-    `helpfullness`): read as it stands, every such score would be counted missing and silently not trained.
-    The config's name may be the misspelt one (every record then stops at its first), so the message says both.
-    `declared` are more names the key may rightly be (a row's own fields)."""
-    for name in names:
-        if name in source:
-            continue
-        for key in source:
-            if isinstance(key, str) and key not in names and key not in declared and near(key, name):
-                field = f"{where}.{key}" if where else key
-                message = (
-                    f"field {field!r} is not in model.head.attributes; did you mean {name!r}, which this record "
-                    "lacks? (one of the two is misspelt: the record's key or the config's name)"
-                )
-                raise RecordError("misspelt_attribute", message, field)
+def checked(value: Any, field: str) -> float | None:
+    """One score as a float (None when missing), or the RecordError of a non-number or one beyond ATTRIBUTE_MAX."""
+    return score_of(value, field, ATTRIBUTE_MAX, ATTRIBUTE_WHY)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def near(key: str, name: str) -> bool:
@@ -84,77 +77,71 @@ def near(key: str, name: str) -> bool:
     return d[len(a)][len(b)] <= allowed
 
 
-def checked(value: Any, field: str, name: str, scales: Mapping[str, Sequence[float]]) -> float:
-    """One score as a float (NaN when missing), or the RecordError of a non-number, one beyond ATTRIBUTE_MAX or
-    one outside its scale."""
-    score = score_of(value, field, ATTRIBUTE_MAX, ATTRIBUTE_WHY)
-    if score is None:
-        return NAN
-    scale = scales.get(name)
-    if scale is not None and not scale[0] <= score <= scale[1]:
-        message = f"field {field!r} is {score:g}, outside model.head.attribute_scales.{name} {list(scale)}"
-        raise RecordError("out_of_range", message, field)
-    return score
-
-
 ROW_FIELDS = ("prompt", "response", "subset", "attributes")
-"""A row's own fields, never a misspelt attribute column."""
+"""A row's own fields, never an attribute column."""
 
 
-def row_scores(record: dict, names: Sequence[str], scales: Mapping[str, Sequence[float]]) -> Scores:
-    """A row's scores: its own columns of those names (HelpSteer2's), else its `attributes` mapping."""
-    nested = scores_from(record.get("attributes"), names, "attributes", scales)
-    columns = tuple(checked(record.get(name), name, name, scales) for name in names)
-    missing = [n for n, c, v in zip(names, columns, nested, strict=True) if math.isnan(c) and math.isnan(v)]
-    misspelt(record, missing, "", ROW_FIELDS + tuple(names))
-    return tuple(c if not math.isnan(c) else n for c, n in zip(columns, nested, strict=True))
+def row_scores(record: dict, columns: Sequence[str]) -> Scores:
+    """A row's scores: its `attributes` mapping's, and over them its rating `columns` (HelpSteer2's, numbers or
+    strings holding one, as CSV cells are) and any other column holding a JSON number."""
+    out = scores_from(record.get("attributes"), "attributes")
+    for key, value in record.items():
+        if key not in ROW_FIELDS and (key in columns or is_number(value)) and (v := checked(value, key)) is not None:
+            out[key] = v
+    return out
 
 
-def pair_scores(record: dict, names: Sequence[str], scales: Mapping[str, Sequence[float]]) -> tuple[Scores, Scores]:
+def pair_scores(record: dict) -> tuple[Scores, Scores]:
     """(chosen's, rejected's) scores from `chosen_attributes` and `rejected_attributes`."""
-    return (
-        scores_from(record.get("chosen_attributes"), names, "chosen_attributes", scales),
-        scores_from(record.get("rejected_attributes"), names, "rejected_attributes", scales),
+    return scores_from(record.get("chosen_attributes"), "chosen_attributes"), scores_from(
+        record.get("rejected_attributes"), "rejected_attributes"
     )
 
 
-def ultrafeedback_scores(
-    completion: dict, names: Sequence[str], where: str, scales: Mapping[str, Sequence[float]]
-) -> Scores:  # fmt: skip
-    """A completion's own field of each name (`fine-grained_score`), else its annotation aspect's `Rating`."""
+def ultrafeedback_scores(completion: dict, where: str) -> Scores:
+    """Each annotation aspect's `Rating`, and over them the completion's own number fields (`fine-grained_score`)."""
     annotations = completion.get("annotations")
-    annotations = annotations if isinstance(annotations, dict) else {}
-    misspelt(annotations, [n for n in names if n not in completion], f"{where}.annotations", names)
-    out = []
-    for name in names:
-        if name in completion:
-            out.append(checked(completion[name], f"{where}.{name}", name, scales))
-            continue
-        aspect = annotations.get(name)
+    out = {}
+    for name, aspect in (annotations if isinstance(annotations, dict) else {}).items():
         rating = aspect.get("Rating") if isinstance(aspect, dict) else None
-        out.append(checked(rating, f"{where}.annotations.{name}.Rating", name, scales))
-    return tuple(out)
+        if (v := checked(rating, f"{where}.annotations.{name}.Rating")) is not None:
+            out[str(name)] = v
+    for key, value in completion.items():
+        if is_number(value) and (v := checked(value, f"{where}.{key}")) is not None:
+            out[str(key)] = v
+    return out
 
 
-def attribute_notes(
-    items: Sequence[Any], names: Sequence[str], declared: Mapping[str, Sequence[float]]
-) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per attribute: its scale (declared, or inferred: the data's [min, max]) and how many responses have a
-    score and how many miss it, for the data report; items read without scores (Nectar, Argilla) get NaN
-    rows here, so every item of a run with attributes carries them. A name no response has is a DataError."""
+def attribute_counts(items: Sequence[Any]) -> dict[str, Any]:
+    """The data report's `labels.attributes`: the names found (sorted: the order encoding stores them in), and per
+    name how many responses have a score, its [min, max] and the first record that gives it."""
+    names: dict[str, dict[str, Any]] = {}
+    given = responses = 0
     for item in items:
+        responses += len(responses_of(item))
         if item.attributes is None:
-            item.attributes = ((NAN,) * len(names),) * len(responses_of(item))
-    rows = [row for item in items for row in item.attributes]
+            continue
+        given += 1
+        for scores in item.attributes:
+            for name, v in scores.items():
+                seen = names.setdefault(name, {"scored": 0, "min": v, "max": v, "first": item.origin})
+                seen["scored"] += 1
+                seen["min"], seen["max"] = min(seen["min"], v), max(seen["max"], v)
+    return {"items": given, "of": len(items), "responses": responses, "names": dict(sorted(names.items()))}
+
+
+def attribute_names(report: Any) -> list[str]:
+    """The attribute names a loaded split's report found, in the order encoding stores their scores."""
+    return list(report.notes.get("labels", {}).get("attributes", {}).get("names", {}))
+
+
+def attribute_notes(found: dict[str, Any], names: Sequence[str], declared: Mapping[str, Sequence[float]]) -> dict:
+    """Per configured attribute (`found`: `attribute_counts`' names): its scale (declared, or inferred: the data's
+    [min, max]) and how many responses have a score and how many miss it, for the data report."""
     notes = {}
-    for i, name in enumerate(names):
-        values = [row[i] for row in rows if not math.isnan(row[i])]
-        if not values:
-            raise DataError(
-                f"model.head.attributes: {name!r} is scored in no record (read from rows' columns and 'attributes', "
-                "pairs' chosen_attributes/rejected_attributes, UltraFeedback completions and annotations)"
-            )
-        scale = [float(v) for v in declared[name]] if name in declared else [min(values), max(values)]
-        notes[name] = {"scale": scale, "declared": name in declared, "scored": len(values)}
-        notes[name]["missing"] = len(rows) - len(values)
+    for name in names:
+        seen = found["names"][name]
+        scale = [float(v) for v in declared[name]] if name in declared else [seen["min"], seen["max"]]
+        notes[name] = {"scale": scale, "declared": name in declared, "scored": seen["scored"]}
+        notes[name]["missing"] = found["responses"] - seen["scored"]
     return notes

@@ -41,8 +41,8 @@ class Group:
     pairs: tuple[tuple[int, int, bool], ...] | None = None
     """Explicit comparisons (a, b, tie): a better than b, or a ties b. None: every two responses, ordered by
     rank. Set for groups merged from pairwise records, whose `rank` is then the level in the given order."""
-    attributes: tuple[tuple[float, ...], ...] | None = None
-    """Per response, its scores of `model.head.attributes` (NaN where missing); None: none configured."""
+    attributes: tuple[dict[str, float], ...] | None = None
+    """Per response, its attribute scores by name (rm/data/formats/attributes.py); None: none given."""
     target: float | None = None
     """NaN with `loss.strength=soft` (a group keeps hard labels: rm/data/formats/strength.py); None otherwise."""
     labels: dict[str, Any] = field(default_factory=dict)
@@ -75,8 +75,8 @@ def pairs_of(item: Pair | Group) -> tuple[tuple[int, int, bool], ...] | None:
     return None if isinstance(item, Pair) else item.pairs
 
 
-def attributes_of(item: Pair | Group) -> tuple[tuple[float, ...], ...] | None:
-    """Per response (in `responses_of`'s order), its attribute scores; None when none were read."""
+def attributes_of(item: Pair | Group) -> tuple[dict[str, float], ...] | None:
+    """Per response (in `responses_of`'s order), its attribute scores by name; None when none were given."""
     return item.attributes
 
 

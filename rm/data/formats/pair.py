@@ -51,8 +51,8 @@ class Pair:
     tie: bool = False
     """The record says the two are equally good (`"tie": true`, or equal `chosen_score`/`rejected_score`): rank
     (0, 0), a term only under `loss.ties: davidson`. The texts must still differ."""
-    attributes: tuple[tuple[float, ...], tuple[float, ...]] | None = None
-    """(chosen's, rejected's) scores of `model.head.attributes`, NaN where missing; None: none configured."""
+    attributes: tuple[dict[str, float], dict[str, float]] | None = None
+    """(chosen's, rejected's) attribute scores by name (rm/data/formats/attributes.py); None: none given."""
     strength: float | None = None
     """How much chosen is preferred (rm/data/formats/strength.py); None: none."""
     target: float | None = None
@@ -73,10 +73,6 @@ class ParseContext:
     """`ArgillaConfig` (options for Argilla exports); None: all off."""
     score_field: str = ""
     """`data.score_field`: the score that orders a K-response group or a row; "" takes the format's own."""
-    attributes: tuple[str, ...] = ()
-    """`model.head.attributes`: the per-response scores to read (rm/data/formats/attributes.py); () reads none."""
-    attribute_scales: dict[str, list[float]] = field(default_factory=dict)
-    """`model.head.attribute_scales`: a score outside its [min, max] is a bad record."""
 
 
 def text_field(record: dict, name: str) -> str:

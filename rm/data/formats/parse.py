@@ -200,8 +200,9 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
     if not isinstance(record, dict):
         raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
     out = PARSERS[fmt](record, origin, ctx)
-    if ctx.attributes and fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores
-        out[0].attributes = pair_scores(record, ctx.attributes, ctx.attribute_scales)
+    if fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores (attributes.py)
+        scores = pair_scores(record)
+        out[0].attributes = scores if any(scores) else None
     if fmt in ("hh", "prompt", "conversation"):  # the pair's strength, whatever the loss (strength.py)
         with_strength(out[0], record)
     out = out if isinstance(out, list) else [out]

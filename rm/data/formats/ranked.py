@@ -65,13 +65,13 @@ def rendered(
 def _rendered_group(
     prompt: str | list[Message], texts: list[str | list[Message]], rank: tuple[int, ...], names: list[str],
     ctx: ParseContext, record: dict, origin: str, fields: tuple[str, str], scores: tuple[float, ...] | None = None,
-    attributes: list[tuple[float, ...]] | None = None, field: str = "prompt",
+    attributes: list[dict[str, float]] | None = None, field: str = "prompt",
 ) -> Group:  # fmt: skip
     text = rendered(prompt, texts, names, ctx.renderer, field)
     subset = subset_of(record, ctx.subset)
     return checked_group(
         text.prompt, list(text.responses), rank, names, subset, origin, *fields, turn_starts=text.turn_starts,
-        scores=scores, attributes=tuple(attributes) if ctx.attributes else None,
+        scores=scores, attributes=tuple(attributes) if any(attributes or ()) else None,
     )  # fmt: skip
 
 
@@ -99,8 +99,7 @@ def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
             texts.append(string_of(completion.get("response"), f"{where}.response"))
             scores.append(score)
             names.append(f"{where}.response")
-            if ctx.attributes:
-                attributes.append(ultrafeedback_scores(completion, ctx.attributes, where, ctx.attribute_scales))
+            attributes.append(ultrafeedback_scores(completion, where))
     rank = ranks_from_scores(scores)
     fields = ("completions", f"completions[].{score_field}")
     return _rendered_group(prompt, texts, rank, names, ctx, record, origin, fields, tuple(scores), attributes, name)
@@ -149,15 +148,13 @@ def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
 
 
 def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
-    scales = ctx.attribute_scales
     raw = record.get("prompt")
     prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
     texts, values, names, kinds, attributes = [], [], [], set(), []
     for k, item in enumerate(_list(record, "responses")):
         where = f"responses[{k}]"
         response = _object(item, where)
-        if ctx.attributes:
-            attributes.append(scores_from(response.get("attributes"), ctx.attributes, f"{where}.attributes", scales))
+        attributes.append(scores_from(response.get("attributes"), f"{where}.attributes"))
         if "messages" in response:
             texts.append(messages_from(response["messages"], f"{where}.messages"))
         else:

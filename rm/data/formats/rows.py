@@ -40,8 +40,8 @@ class Row:
     score_field: str
     """The column the score came from, for messages about the group."""
     turn_starts: tuple[int, ...] | None = None
-    attributes: tuple[float, ...] | None = None
-    """Its scores of `model.head.attributes` (NaN where missing); None: none configured."""
+    attributes: dict[str, float] | None = None
+    """Its attribute scores by name (rm/data/formats/attributes.py); None or {}: none."""
     labels: dict[str, Any] = field(default_factory=dict)
     """Registered labels' values by name (rm/data/labels.py): its group's, or its own response's."""
 
@@ -62,5 +62,5 @@ def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
         ctx.report.count("rows", "unscored_left_out")
         return []
     subset = subset_of(record, ctx.subset)
-    attributes = row_scores(record, ctx.attributes, ctx.attribute_scales) if ctx.attributes else None
+    attributes = row_scores(record, HELPSTEER2_SCORES)
     return [Row(text.prompt, text.responses[0], score, subset, origin, field, text.turn_starts, attributes)]
