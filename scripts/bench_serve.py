@@ -100,7 +100,7 @@ def prepare(data: Path, folder: Path, size: str, seed: int) -> dict:
         # One-turn answers only: an answer holding later turns would be split at its own last "Assistant:" tag
         # as a flat text, and the modes would not score the same prompt and answer.
         if not any(not c.strip() or "\n\nAssistant:" in c or "\n\nHuman:" in c for c in completions):
-            groups.append(Group(p.prompt, tuple(completions), tuple(range(GROUP)), p.subset, p.origin))
+            groups.append(Group(p.prompt, tuple(completions), tuple(range(GROUP)), p.subset, origin=p.origin))
     # The BPE learns every pair's texts; a group is kept only where its prompt and longest completion fit whole.
     prepared = benchlib.prepare(pairs, {"requests": groups}, folder, VOCAB, MAX_LENGTH)
     tok = prepared.tokenizer

@@ -95,8 +95,8 @@ def group_rows(rows: list[Row], report: DataReport) -> Group:
     attributes = tuple(row.attributes or {} for row in rows) if any(row.attributes for row in rows) else None
     labels = merged_labels([(row.labels, (k,)) for k, row in enumerate(rows)], len(rows), report)
     return Group(
-        first.prompt, responses, ranks_from_scores(scores), first.subset, origin, first.turn_starts, tuple(scores),
-        attributes=attributes, labels=labels,
+        first.prompt, responses, ranks_from_scores(scores), first.subset, origin=origin, turn_starts=first.turn_starts,
+        scores=tuple(scores), attributes=attributes, labels=labels,
     )  # fmt: skip
 
 
@@ -124,8 +124,8 @@ def merge_pairs_of(pairs: list[Pair], report: DataReport) -> Pair | Group:
     attributes = merged_attributes(pairs, index)
     labels = merged_labels([(p.labels, (index[p.chosen], index[p.rejected])) for p in pairs], len(index), report)
     return Group(
-        first.prompt, tuple(index), rank, first.subset, origin, first.turn_starts, None, triples, attributes,
-        labels=labels, cycle=", ".join(lines),
+        first.prompt, tuple(index), rank, first.subset, origin=origin, turn_starts=first.turn_starts, pairs=triples,
+        attributes=attributes, labels=labels, cycle=", ".join(lines),
     )  # fmt: skip
 
 

@@ -46,7 +46,7 @@ class SuiteItem:
         if self.n_chosen == 1 and len(self.responses) == 2:
             return Pair(self.prompt, *self.responses, self.subset, origin=self.origin, turn_starts=self.turn_starts)
         rank = (0,) * self.n_chosen + (1,) * (len(self.responses) - self.n_chosen)
-        return Group(self.prompt, self.responses, rank, self.subset, self.origin, self.turn_starts)
+        return Group(self.prompt, self.responses, rank, self.subset, origin=self.origin, turn_starts=self.turn_starts)
 
 
 Parser = Callable[[dict, str, Renderer], SuiteItem]

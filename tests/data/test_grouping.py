@@ -70,7 +70,7 @@ def test_everything_else_passes_through_in_order_and_pairs_stay_pairs_under_auto
     report = DataReport()
     rows, _ = parsed_rows()
     a = Pair("P", " a", " b", "s", origin="f:1")
-    b = Group("Q", (" x", " y"), (0, 1), "s", "f:2")
+    b = Group("Q", (" x", " y"), (0, 1), "s", origin="f:2")
     c = Pair("P", " a", " c", "s", origin="f:3")
     out = gather_groups([a, rows[0], b, rows[1], c], "auto", report)
     assert out[0] is a and out[2] is b and out[3] is c and len(out) == 4
@@ -124,7 +124,7 @@ def test_a_non_numeric_or_missing_score_column_is_a_bad_row():
 
 
 def pair(prompt, chosen, rejected, line, subset="s", tie=False, margin=None):
-    return Pair(prompt, chosen, rejected, subset, margin, f"f.jsonl:{line}", tie=tie)
+    return Pair(prompt, chosen, rejected, subset, margin=margin, origin=f"f.jsonl:{line}", tie=tie)
 
 
 def test_pairs_of_one_prompt_merge_into_a_group_with_their_comparisons():

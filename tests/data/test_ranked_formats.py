@@ -213,8 +213,8 @@ def test_a_tied_pair_still_needs_two_different_answers():
 
 def test_pairs_and_groups_read_alike():
     pair = Pair("P", " a", " b", "s", origin="f:1")
-    group = Group("P", (" a", " b", " c"), (1, 0, 1), "s", "f:2", scores=(1.0, 2.0, 1.0))
-    merged = Group("P", (" a", " b"), (0, 1), "s", "f:3", pairs=((0, 1, False), (1, 0, True)))
+    group = Group("P", (" a", " b", " c"), (1, 0, 1), "s", origin="f:2", scores=(1.0, 2.0, 1.0))
+    merged = Group("P", (" a", " b"), (0, 1), "s", origin="f:3", pairs=((0, 1, False), (1, 0, True)))
     assert responses_of(pair) == (" a", " b") and responses_of(group) == (" a", " b", " c")
     assert rank_of(pair) == (0, 1) and rank_of(group) == (1, 0, 1)
     assert scores_of(pair) is None and scores_of(group) == (1.0, 2.0, 1.0)

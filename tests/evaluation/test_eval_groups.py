@@ -254,9 +254,11 @@ def test_rm_eval_resamples_prompts_that_repeat():
 def text_groups() -> tuple[list, list[np.ndarray]]:
     """The hand groups as text: the K = 3 group loses its last response to max_length (NaN), the tie with it."""
     items = [
-        Group("p0", ("a", "bb", "ccc"), (0, 1, 1), "a", "f:0"),
-        Group("p1", ("a", "bb", "ccc", "dddd"), (0, 1, 2, 3), "a", "f:1"),
-        Group("p2", ("a", "bb", "ccc"), (0, 1, 0), "b", "f:2", pairs=((0, 1, False), (2, 1, False), (0, 2, True))),
+        Group("p0", ("a", "bb", "ccc"), (0, 1, 1), "a", origin="f:0"),
+        Group("p1", ("a", "bb", "ccc", "dddd"), (0, 1, 2, 3), "a", origin="f:1"),
+        Group(
+            "p2", ("a", "bb", "ccc"), (0, 1, 0), "b", origin="f:2", pairs=((0, 1, False), (2, 1, False), (0, 2, True))
+        ),  # fmt: skip
         Pair("p1", "xx", "y", "b", origin="f:3"),
     ]
     return items, [np.array([3, 1, np.nan]), np.array([4.0, 1, 3, 2]), np.array([1.0, 2, 5]), np.array([0.5, 1.5])]

@@ -133,9 +133,9 @@ def test_groups_whose_every_reward_is_nonfinite_are_left_out_of_the_group_metric
     group empty once made `reduceat` read past the end. The rest score as if the empty ones were not there."""
     nan = math.nan
     items = [
-        Group("p0", ("a", "bb", "ccc"), (0, 1, 2), "a", "f:0"),
-        Group("p1", ("a", "bb", "ccc"), (0, 1, 1), "a", "f:1"),
-        Group("p2", ("a", "bb", "ccc", "dddd"), (0, 1, 2, 3), "b", "f:2"),
+        Group("p0", ("a", "bb", "ccc"), (0, 1, 2), "a", origin="f:0"),
+        Group("p1", ("a", "bb", "ccc"), (0, 1, 1), "a", origin="f:1"),
+        Group("p2", ("a", "bb", "ccc", "dddd"), (0, 1, 2, 3), "b", origin="f:2"),
         Pair("p3", "xx", "y", "b", origin="f:3"),
     ]
     rewards = [np.array([3.0, 1, 2]), np.array([nan, nan, nan]), np.array([4.0, 1, 3, 2]), np.array([nan, nan])]

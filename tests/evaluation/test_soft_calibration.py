@@ -78,7 +78,7 @@ def test_training_eval_reports_soft_calibration_of_the_pairs_with_soft_labels():
 def test_reward_rows_carry_each_responses_attribute_outputs():
     items = [
         Pair("p", "yes", "no", "a", origin="f:0"),
-        Group("q", ("x", "yy", "zzz"), (0, 1, 2), "b", "f:1"),
+        Group("q", ("x", "yy", "zzz"), (0, 1, 2), "b", origin="f:1"),
     ]
     rewards = [np.array([1.0, 0.5]), np.array([2.0, NAN, 0.0])]
     outputs = [np.array([[3.0, 0.0], [1.0, 1.0]]), np.array([[1.0, 2.0], [NAN, NAN], [0.5, 1.0]])]

@@ -131,7 +131,8 @@ def parse_argilla(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
         elif opts.margin_from_ratings:
             margin = fmean(c_rating) - fmean(r_rating)
             report.count("argilla", "margins_from_ratings")
-    pairs = [Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early)]
+    pairs = [Pair(text.prompt, text.chosen, text.rejected, subset, margin=margin, origin=origin,
+                  turn_starts=text.turn_starts, parts_early=text.parts_early)]  # fmt: skip
     if c_rating and r_rating:  # its strength: the rating difference (rm/data/formats/strength.py)
         pairs[0].strength = score_of(fmean(c_rating) - fmean(r_rating), "chosen_rating - rejected_rating")
     scores = rating_scores(record, c_rating, r_rating, ctx)
@@ -176,7 +177,15 @@ def _edit_pairs(
                 ctx.report.reject(where, RecordError(e.reason, e.message, name))
                 continue
             pairs.append(
-                Pair(text.prompt, text.chosen, text.rejected, subset, None, where, text.turn_starts, text.parts_early)
+                Pair(
+                    text.prompt,
+                    text.chosen,
+                    text.rejected,
+                    subset,
+                    origin=where,
+                    turn_starts=text.turn_starts,
+                    parts_early=text.parts_early,
+                )  # fmt: skip
             )
             ctx.report.count("argilla", "edit_pairs_added")
     return pairs

@@ -13,7 +13,7 @@ which one it holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from rm.data.formats.pair import SCORE_MAX, SCORE_WHY, Pair, number_of
@@ -32,6 +32,7 @@ class Group:
     rank: tuple[int, ...]
     """rank[k]: response k's place, 0 best; equal ranks tie."""
     subset: str
+    _: KW_ONLY  # what the record says beyond its texts and order, by name
     origin: str = ""
     """"file:line", for error messages and reports."""
     turn_starts: tuple[int, ...] | None = None
@@ -127,4 +128,4 @@ def checked_group(
     if len(set(rank)) < 2:
         message = f"field {order!r}: every response has the same score or rank, nothing to learn from the group"
         raise RecordError("all_tied", message, order)
-    return Group(prompt, tuple(responses), rank, subset, origin, **more)
+    return Group(prompt, tuple(responses), rank, subset, origin=origin, **more)

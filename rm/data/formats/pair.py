@@ -7,7 +7,7 @@ helpers, so a missing field or an empty answer is the same `RecordError` whateve
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from rm.data.data_report import DataReport
@@ -41,6 +41,7 @@ class Pair:
     chosen: str
     rejected: str
     subset: str
+    _: KW_ONLY  # what the record says beyond its texts, by name
     margin: float | None = None
     origin: str = ""
     """Where it came from, "file:line", for error messages and reports."""

@@ -157,14 +157,15 @@ def parse_hh(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
         raise RecordError(e.reason, f"fields 'chosen' and 'rejected': {e}") from None
     check_responses(c, r)
     early = ASSISTANT in c or ASSISTANT in r
-    return [Pair(prompt, c, r, subset_of(record, ctx.subset), margin_of(record), origin, None, early, tie_of(record))]
+    subset = subset_of(record, ctx.subset)
+    return [Pair(prompt, c, r, subset, margin=margin_of(record), origin=origin, parts_early=early, tie=tie_of(record))]
 
 
 def parse_prompt(record: dict, origin: str, ctx: ParseContext) -> list[Pair]:
     prompt, chosen, rejected = (text_field(record, k) for k in ("prompt", "chosen", "rejected"))
     check_responses(chosen, rejected)
     subset, tie = subset_of(record, ctx.subset), tie_of(record)
-    return [Pair(prompt, chosen, rejected, subset, margin_of(record), origin, tie=tie)]
+    return [Pair(prompt, chosen, rejected, subset, margin=margin_of(record), origin=origin, tie=tie)]
 
 
 def _responses(record: dict, name: str, wrap: bool) -> list[Message]:
@@ -190,7 +191,17 @@ def parse_conversation(record: dict, origin: str, ctx: ParseContext) -> list[Pai
     subset = subset_of(record, ctx.subset)
     margin, tie = margin_of(record), tie_of(record)
     return [
-        Pair(text.prompt, text.chosen, text.rejected, subset, margin, origin, text.turn_starts, text.parts_early, tie)
+        Pair(
+            text.prompt,
+            text.chosen,
+            text.rejected,
+            subset,
+            margin=margin,
+            origin=origin,
+            turn_starts=text.turn_starts,
+            parts_early=text.parts_early,
+            tie=tie,
+        )  # fmt: skip
     ]
 
 

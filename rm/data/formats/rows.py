@@ -12,7 +12,7 @@ rendering is per conversation, so rows of one prompt render the same prompt text
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from rm.data.formats.attributes import row_scores
@@ -36,6 +36,7 @@ class Row:
     response: str
     score: float
     subset: str
+    _: KW_ONLY
     origin: str
     score_field: str
     """The column the score came from, for messages about the group."""
@@ -63,4 +64,5 @@ def parse_rows(record: dict, origin: str, ctx: ParseContext) -> list[Row]:
         return []
     subset = subset_of(record, ctx.subset)
     attributes = row_scores(record, HELPSTEER2_SCORES)
-    return [Row(text.prompt, text.responses[0], score, subset, origin, field, text.turn_starts, attributes)]
+    return [Row(text.prompt, text.responses[0], score, subset, origin=origin, score_field=field,
+                turn_starts=text.turn_starts, attributes=attributes)]  # fmt: skip

@@ -112,8 +112,8 @@ def parse_helpsteer2_preference(record: dict, origin: str, ctx: ParseContext) ->
     check_responses(chosen, rejected)
     tie = signed == 0  # a hard tie; under soft labels s = 0 is p = 0.5
     subset, strength = subset_of(record, ctx.subset), abs(signed)
-    return [Pair(text.prompt, chosen, rejected, subset, margin_of(record), origin, text.turn_starts, tie=tie,
-                 strength=strength)]  # fmt: skip
+    return [Pair(text.prompt, chosen, rejected, subset, margin=margin_of(record), origin=origin,
+                 turn_starts=text.turn_starts, tie=tie, strength=strength)]  # fmt: skip
 
 
 def soft_targets(items: list[Any], declared_max: float, report: DataReport) -> tuple[list[Any], dict[str, Any]]:
