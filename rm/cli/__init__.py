@@ -10,13 +10,14 @@ and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
 from rm.cli import data, evaluate, export, redteam, score, serve, sweep, train
 from rm.cli.examples import EXAMPLES, epilog
 from rm.data.hub_reach import fail_fast
-from rm.errors import RMError, TrainingError
+from rm.errors import ConfigError, RMError, TrainingError
 
 COMMANDS = (train, sweep, data, export, evaluate, score, redteam, serve)
 
@@ -51,6 +52,19 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
+def import_plugins() -> None:
+    """The modules named in `RM_PLUGINS` (comma-separated), imported before the command runs: how a label, loss
+    term or metric of your own (README, Adding a label) reaches `python -m rm` and every process `accelerate
+    launch` starts, which inherit the variable. Nothing is imported unless you name it."""
+    for name in filter(None, (n.strip() for n in os.environ.get("RM_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name.split(".")[0] and e.name != name:
+                raise  # the plugin's own import failed: its traceback says where
+            raise ConfigError(f"RM_PLUGINS: no module {name!r} to import (is its folder on PYTHONPATH?)") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     # The Rust tokenizer's own thread pool does not survive a fork (data.num_proc, loader workers): off, and
     # rm spreads its batch calls over Python threads itself (rm/tokens/ids.py), so this costs no speed.
@@ -58,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     fail_fast()  # an unreachable Hub: one line at once, not a minute of retries (rm/data/hub_reach.py)
     try:
+        import_plugins()
         return args.func(args)
     except TrainingError as e:  # a run that stopped (non-finite losses, out of memory) with what to change
         print(f"error: {e}", file=sys.stderr)

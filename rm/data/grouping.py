@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from rm.data.data_report import DataReport
 from rm.data.formats.argilla import EDIT
 from rm.data.formats.group import Group, ranks_from_scores
-from rm.data.formats.pair import Pair
+from rm.data.formats.pair import NO_LABELS, Pair
 from rm.data.formats.rows import Row
 from rm.data.labels import registered
 from rm.errors import DataError, RecordError
@@ -145,7 +145,7 @@ def merged_labels(given: list[tuple[dict, tuple[int, ...]]], k: int, report: Dat
             out[name] = values[0][0]
         else:
             report.count("grouped", f"{name}_dropped", len(values))
-    return out
+    return out or NO_LABELS
 
 
 def merged_attributes(pairs: list[Pair], index: dict[str, int]) -> tuple[dict[str, float], ...] | None:

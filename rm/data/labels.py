@@ -57,9 +57,10 @@ class Label:
     """Part of the cache key: raise it when `read` or `derive` changes what it gives for the same data."""
     column: str = ""
     tensor: str = ""
+    gathered: str = ""
     metrics: tuple[str, ...] = ()
-    """For rm's own labels: their Arrow column, batch tensor and eval.json blocks (a registered label's are its
-    name and the metrics that name it in `reads`)."""
+    """For rm's own labels: their Arrow column, batch tensor, gathered eval column and eval.json blocks (a
+    registered label's are its name, and the metrics that name it in `reads`)."""
 
 
 RESERVED = {
@@ -71,20 +72,25 @@ RESERVED = {
 """Names of core columns, batch tensors and gathered columns: a label by one of these would overwrite them."""
 
 BUILTIN = (
+    Label(name="rank", level="response", fields="a pair's order (chosen first); K responses' scores or places; "
+          "merged records' levels", column="rank, pairs", tensor="better, worse, response_rank", gathered="rank, a, b",
+          metrics=("overall.accuracy", "overall.top1_accuracy", "overall.kendall_tau")),
     Label(name="scores", level="response", fields="UltraFeedback ratings or data.score_field; a row's score; "
           "a `responses` record's scores", column="scores", tensor="pair_margin (their difference)"),
     Label(name="margin", level="group", fields="a pair's `margin`; Argilla rating differences "
           "(data.argilla.margin_from_ratings)", column="margin", tensor="margin, pair_margin"),
     Label(name="tie", level="group", fields="`tie: true`, equal chosen_score/rejected_score, HelpSteer2-Preference 0",
-          column="pairs, rank", tensor="tie_a, tie_b, tie_group", metrics=("overall.tie_mean_abs_diff",)),
+          column="pairs, rank", tensor="tie_a, tie_b, tie_group", gathered="tie",
+          metrics=("overall.tie_mean_abs_diff",)),
     Label(name="strength", level="group", fields="`strength`, chosen_score - rejected_score, HelpSteer2-Preference's "
-          "preference_strength, Argilla ratings on both sides", column="target", tensor="pair_target",
-          metrics=("soft_calibration",)),
+          "preference_strength, Argilla ratings on both sides", column="strength, target", tensor="pair_target",
+          gathered="target", metrics=("soft_calibration",)),
     Label(name="attributes", level="response", fields="chosen_/rejected_attributes, `attributes`, HelpSteer2 "
           "columns, UltraFeedback aspects, Argilla ratings", column="attributes", tensor="attributes",
-          metrics=("attributes",)),
+          gathered="attribute_scores", metrics=("attributes",)),
 )  # fmt: skip
-"""rm's own labels, on their own code paths (rm/data/formats/{pair,strength,attributes}.py and their readers)."""
+"""rm's own labels, on their own code paths (rm/data/formats/{pair,group,strength,attributes}.py and their
+readers); the README's table of them is these declarations (tests/data/test_labels.py)."""
 
 _REGISTERED: dict[str, Label] = {}
 
@@ -131,6 +137,7 @@ def parsed_labels(record: dict, items: Sequence[Any]) -> None:
         for item in items:
             value = label.read(record, item)
             if value is not None:
+                item.labels = item.labels if isinstance(item.labels, dict) else {}  # its own, at the first label
                 item.labels[label.name] = checked(label, value, item)
 
 

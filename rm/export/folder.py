@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rm.collate.loss_labels import for_loss
 from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained, write_text
 from rm.config.exportdir import RUN_CONFIG, ExportDir
@@ -61,6 +62,7 @@ class RunData:
         cache when the run left its entry there, so an export reads no source text either."""
         run_cfg = replace(cfg, output_dir=str(run_dir))  # a moved run directory: its data/ is here now
         data = prepare_data(run_cfg, tokenizer)
+        for_loss(run_cfg, data)  # what the run's loss and head made of the cached data (rm/collate/loss_labels.py)
         return cls(data.subsets, data.train, data.eval)
 
 

@@ -133,10 +133,11 @@ def comparisons_among(item: Example, keep: list[int]) -> bool:
 
 def encoded_group(
     item: Example, fitted: tuple[list[int], list[list[int]], list[int]], subset_id: int, index: int,
-    names: Sequence[str] = (),
+    names: Sequence[str] = (), keep_origin: bool = True, labels: bool = True,
 ) -> EncodedGroup:  # fmt: skip
     """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions, and
-    their attribute scores of `names`, flat [responses x names] (NaN where missing)."""
+    their attribute scores of `names`, flat [responses x names] (NaN where missing); its origin where
+    `keep_origin`, its registered labels where `labels` (some are registered)."""
     prompt, responses, keep = fitted
     rank, scores, explicit, scored = rank_of(item), scores_of(item), pairs_of(item), attributes_of(item)
     at = {k: n for n, k in enumerate(keep)}
@@ -155,8 +156,8 @@ def encoded_group(
         target=target if (target := getattr(item, "target", None)) is not None else math.nan,
         strength=strength if (strength := getattr(item, "strength", None)) is not None else math.nan,
         cycle=getattr(item, "cycle", ""),
-        origin=item.origin,
-        labels=group_labels(item.labels, prompt, responses, keep),
+        origin=item.origin if keep_origin else "",
+        labels=group_labels(item.labels, prompt, responses, keep) if labels else {},
     )
 
 
@@ -202,6 +203,8 @@ def encode_kept(
              "attributes": bool(attribute_names), "cycle": any(getattr(p, "cycle", "") for p in pairs)}  # fmt: skip
     optional = [name for name in OPTIONAL if found[name]]  # one schema for every chunk of the split
     labels = list(registered())  # a column each in every split, NaN where an item has none: one schema for all
+    # Origins name bad records found after the cache (loss_labels.py): a split without what makes one stores "".
+    keep_origin = found["strength"] or found["attributes"] or found["cycle"]
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
     longest = longest_token(tokenizer)
 
@@ -222,7 +225,9 @@ def encode_kept(
             if fit is None:
                 report.too_long.append(item.origin or item.prompt[:40])
                 continue
-            fitted.append(encoded_group(item, fit, index[item.subset], report.kept + len(fitted), attribute_names))
+            fitted.append(encoded_group(
+                item, fit, index[item.subset], report.kept + len(fitted), attribute_names, keep_origin, bool(labels)
+            ))  # fmt: skip
             positions.append(start + k)
         report.kept += len(fitted)
         batches.append(record_batch(fitted, optional, labels))

@@ -98,8 +98,9 @@ class EncodedGroup:
     cycle: str = ""
     """The records whose order has a cycle, in a group merged from pairwise ones (rm/data/grouping.py)."""
     origin: str = ""
-    """Where it came from ("file:line"), for the messages of a bad record found after the cache; written, but
-    not read back by `EncodedSplit[i]` (`EncodedSplit.origin(i)` reads it)."""
+    """Where it came from ("file:line"), for the messages of a bad record found after the cache (stored where the
+    split has a label that can make one: rm/tokens/encode.py); not read back by `EncodedSplit[i]`
+    (`EncodedSplit.origin(i)` reads it)."""
     labels: Mapping[str, Any] = field(default_factory=dict)
     """Registered labels by name (rm/data/labels.py): a group's float, or a list of one per response."""
     truncated: bool = False

@@ -1,15 +1,19 @@
-"""The label schema (rm/data/labels.py): rm's own labels are declared with the columns and batch tensors they
-really have; a registered label is refused under a name already taken or with no single source; a response
-label's value is one number per response, else the record is bad; registering one changes the cache key."""
+"""The label schema (rm/data/labels.py): rm's own labels are declared with the columns, batch tensors, gathered
+columns and eval.json blocks they really have; a registered label is refused under a name already taken or with
+no single source; a response label's value is one number per response, else the record is bad; registering one
+changes the cache key."""
 
 import math
 
 import pytest
+import torch
 
 from rm.collate.padded import PaddedCollator
 from rm.config import RunConfig
 from rm.data.labels import BUILTIN, Label, checked, fingerprint, register, unregister
 from rm.errors import ConfigError, RecordError
+from rm.evaluation.gather import LINKED, arranged, keep_once
+from rm.evaluation.summary import EVAL_KEYS, summarize_groups
 from rm.tokens.prepare import data_key
 from rm.tokens.store import OPTIONAL, SCHEMA, EncodedGroup
 
@@ -24,11 +28,21 @@ def test_rms_own_labels_are_declared_with_their_real_columns_and_tensors():
                      attributes=[1.0, 2.0, 3.0]),
     ]  # fmt: skip
     batch = PaddedCollator(0)(groups)
+    # What eval gathers, each group once (rm/evaluation/gather.py's `arranged` of one kept pair with every column).
+    kept = {"groups": torch.tensor([[0, 0, 0, 7]]), "responses": torch.tensor([[7, 0, 0], [7, 1, 1]]),
+            "reward": torch.tensor([1.0, 0.5]), "pairs": torch.tensor([[7, 0, 1, 0]]),
+            "pair_target": torch.tensor([0.7]), "attribute_outputs": torch.zeros(2, 1),
+            "attribute_scores": torch.ones(2, 1)}  # fmt: skip
+    gathered = arranged(keep_once(kept, LINKED))
+    blocks = set(EVAL_KEYS) | {f"overall.{k}" for k in summarize_groups(gathered, ["s"])["overall"]}
     for label in BUILTIN:
         for column in label.column.split(", "):
             assert column in columns, (label.name, column)
         for tensor in label.tensor.split(", "):
             assert tensor.split(" ")[0] in batch, (label.name, tensor)
+        for name in filter(None, label.gathered.split(", ")):
+            assert name in gathered, (label.name, name)
+        assert set(label.metrics) <= blocks, label.name
 
 
 def test_a_name_taken_or_a_label_without_one_source_is_refused():
@@ -68,3 +82,14 @@ def test_registering_a_label_changes_the_cache_key_and_forgetting_it_restores_it
     finally:
         unregister("keyed")
     assert data_key(cfg, tokenizer) == before
+
+
+def test_the_readmes_table_of_rms_own_labels_is_their_declarations():
+    from conftest import REPO
+
+    rows = ["| label | level | read from | Arrow column | batch tensor | gathered | eval.json |"]
+    rows.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for b in BUILTIN:
+        cells = [f"`{b.name}`", b.level, b.fields, b.column, b.tensor, b.gathered or "-", ", ".join(b.metrics) or "-"]
+        rows.append("| " + " | ".join(cells) + " |")
+    assert "\n".join(rows) + "\n" in (REPO / "README.md").read_text()

@@ -13,10 +13,11 @@ which one it holds.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from rm.data.formats.pair import SCORE_MAX, SCORE_WHY, Pair, number_of
+from rm.data.formats.pair import NO_LABELS, SCORE_MAX, SCORE_WHY, Pair, number_of
 from rm.errors import RecordError
 
 MISSING = ("N/A", "n/a", "NA", "")
@@ -46,7 +47,7 @@ class Group:
     """Per response, its attribute scores by name (rm/data/formats/attributes.py); None: none given."""
     target: float | None = None
     """NaN with `loss.strength=soft` (a group keeps hard labels: rm/data/formats/strength.py); None otherwise."""
-    labels: dict[str, Any] = field(default_factory=dict)
+    labels: Mapping[str, Any] = NO_LABELS
     """Registered labels' values by name (rm/data/labels.py): a float, or one per response."""
     cycle: str = ""
     """A group merged from pairwise records whose strict comparisons form a cycle: those records' origins

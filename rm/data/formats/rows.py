@@ -12,13 +12,14 @@ rendering is per conversation, so rows of one prompt render the same prompt text
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from rm.data.formats.attributes import row_scores
 from rm.data.formats.chat import messages_from
 from rm.data.formats.group import score_of
-from rm.data.formats.pair import ParseContext, subset_of, text_field, user_prompt
+from rm.data.formats.pair import NO_LABELS, ParseContext, subset_of, text_field, user_prompt
 from rm.data.formats.ranked import rendered
 from rm.errors import RecordError
 
@@ -43,7 +44,7 @@ class Row:
     turn_starts: tuple[int, ...] | None = None
     attributes: dict[str, float] | None = None
     """Its attribute scores by name (rm/data/formats/attributes.py); None or {}: none."""
-    labels: dict[str, Any] = field(default_factory=dict)
+    labels: Mapping[str, Any] = NO_LABELS
     """Registered labels' values by name (rm/data/labels.py): its group's, or its own response's."""
 
 
