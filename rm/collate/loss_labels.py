@@ -158,11 +158,14 @@ def with_attributes(split: EncodedSplit, stored: list[str], configured: list[str
     return EncodedSplit(split.table.set_column(names.index("attributes"), "attributes", column))
 
 
-def missing_names(configured: list[str], found: dict) -> None:
-    """Refuse, in one line, a configured attribute no response has a score of."""
+def missing_names(configured: list[str], found: dict, misspelt_later: bool = False) -> None:
+    """Refuse, in one line, a configured attribute no response has a score of (`misspelt_later`: not one that a
+    key of the data misspells, whose records the screen after the cache names)."""
     for name in configured:
         if name not in found["names"]:
             near_names = [k for k in found["names"] if near(k, name)]
+            if near_names and misspelt_later:
+                continue
             hint = f"; the data has {', '.join(map(repr, near_names))}" if near_names else ""
             raise DataError(
                 f"model.head.attributes: {name!r} is scored in no record (read from rows' columns and 'attributes', "

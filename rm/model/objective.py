@@ -27,8 +27,10 @@ import torch
 import torch.nn.functional as F
 
 from rm.collate.comparisons import comparison_counts
+from rm.collate.loss_labels import missing_names
 from rm.config.schema import LossConfig, RunConfig
 from rm.data import labels
+from rm.data.formats.strength import strength_scale
 from rm.errors import ConfigError, DataError
 from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss, soft_bradley_terry
 from rm.tokens.store import EncodedGroup
@@ -207,11 +209,18 @@ def with_terms(loss: torch.Tensor, cfg: LossConfig, rewards: torch.Tensor, batch
     return loss + sum(term.loss(cfg, rewards, batch, weights) for term in active)
 
 
-def check_consumed(cfg: LossConfig, counts: dict[str, dict]) -> None:
-    """Refuse, in one line, a run whose active terms read a label its data has no value of (`counts`: the data
-    report's `labels`, items per label read from records; derived labels are always there)."""
+def check_consumed(cfg: RunConfig, counts: dict[str, dict]) -> None:
+    """Refuse, in one line, a run whose loss or head reads a label its data has no value of (`counts`: the data
+    report's `labels`, as loading found them; derived labels are always there): soft labels without a strength,
+    an attribute no response has (unless a key of the data misspells it: rm/collate/loss_labels.py names that
+    record after the cache), a registered term's label. Called after loading, before anything is tokenized."""
+    if cfg.loss.strength == "soft":
+        found = counts.get("strength", {"items": 0, "max_abs": 0.0})
+        strength_scale(found["items"], found["max_abs"], cfg.loss.strength_max)
+    if cfg.model.head.attributes:
+        missing_names(cfg.model.head.attributes, counts.get("attributes", {"names": {}}), misspelt_later=True)
     for term in _TERMS.values():
-        for name in term.consumes if term.active(cfg) else ():
+        for name in term.consumes if term.active(cfg.loss) else ():
             label = labels.registered()[name]
             if label.read is not None and not counts.get(name, {}).get("items"):
                 raise DataError(f"loss term {term.name!r} reads label {name!r}, which no record has ({label.fields})")

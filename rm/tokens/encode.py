@@ -24,6 +24,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rm.data.formats.attributes import attribute_names as report_attribute_names
 from rm.data.formats.group import attributes_of, pairs_of, rank_of, responses_of, scores_of
+from rm.data.formats.pair import NO_LABELS
 from rm.data.heap import trim_heap
 from rm.data.labels import registered
 from rm.data.load import Example, LoadedData
@@ -157,13 +158,12 @@ def encoded_group(
         strength=strength if (strength := getattr(item, "strength", None)) is not None else math.nan,
         cycle=getattr(item, "cycle", ""),
         origin=item.origin if keep_origin else "",
-        labels=group_labels(item.labels, prompt, responses, keep) if labels else {},
+        labels=group_labels(item.labels, prompt, responses, keep) if labels else NO_LABELS,
     )
 
 
 def group_labels(parsed: dict, prompt: list[int], responses: list[list[int]], keep: list[int]) -> dict:
-    """Every registered label of a group (rm/data/labels.py): those parsed, per response renumbered to the kept
-    responses, and those derived from the ids as fitted."""
+    """A group's registered labels: those parsed (per response: of the kept ones), those derived from the ids."""
     out = {}
     for name, label in registered().items():
         if label.derive is not None:

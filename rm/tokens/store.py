@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
 
+from rm.data.formats.pair import NO_LABELS
 from rm.data.labels import registered
 from rm.errors import DataError
 from rm.tokens.lengths import GroupLengths, lengths_of
@@ -101,7 +102,7 @@ class EncodedGroup:
     """Where it came from ("file:line"), for the messages of a bad record found after the cache (stored where the
     split has a label that can make one: rm/tokens/encode.py); not read back by `EncodedSplit[i]`
     (`EncodedSplit.origin(i)` reads it)."""
-    labels: Mapping[str, Any] = field(default_factory=dict)
+    labels: Mapping[str, Any] = NO_LABELS
     """Registered labels by name (rm/data/labels.py): a group's float, or a list of one per response."""
     truncated: bool = False
     """Scoring only, not stored: its texts lost turns or tokens to fit max_length (truncation.py's Fit.KEEP_END)."""
@@ -273,7 +274,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
             target=float(self._target[i]) if self._target is not None else math.nan,
             strength=float(self._strength[i]) if self._strength is not None else math.nan,
             labels={n: float(v[i]) if isinstance(v, np.ndarray) else v[b][1][v[b][0][j] : v[b][0][j + 1]].tolist()
-                    for n, v in self._labels.items()},
+                    for n, v in self._labels.items()} if self._labels else NO_LABELS,
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:

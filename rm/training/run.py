@@ -133,7 +133,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     with loading("tokenizer.name_or_path" if cfg.tokenizer.name_or_path else "model.name_or_path", named):
         tokenizer = training_tokenizer(named, cfg.model.trust_remote_code) if named else None
     first, main = accelerator.main_process_first, accelerator.is_main_process  # labels checked before tokenizing:
-    data = prepare_data(cfg, tokenizer, first, main, lambda counts: check_consumed(cfg.loss, counts))
+    data = prepare_data(cfg, tokenizer, first, main, lambda counts: check_consumed(cfg, counts))
     for_loss(cfg, data)  # after the cache: Plackett-Luce's cycles, soft targets (rm/collate/loss_labels.py)
     train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
     log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))

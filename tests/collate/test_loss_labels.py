@@ -60,3 +60,25 @@ def test_the_key_is_the_same_whatever_the_loss(cyclic, tokenizer):
     for change in (("type", "plackett_luce"), ("strength", "soft"), ("strength_max", 3.0), ("ties", "davidson")):
         setattr(run.loss, *change)
         assert data_key(run, tokenizer) == before, change
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("loss.strength=soft", "loss.strength=soft: no pair has a strength"),
+        ("model.head.attributes=[usefulness]", "model.head.attributes: 'usefulness' is scored in no record"),
+    ],
+)
+def test_a_loss_or_head_the_data_cannot_feed_stops_before_anything_is_tokenized(cyclic, tokenizer, change, message):
+    """The check training passes to prepare_data (rm/model/objective.py:check_consumed) runs on the loaded data's
+    label counts: the run stops in one line and no cache entry is written."""
+    from rm.config import load_config
+    from rm.model.objective import check_consumed
+    from rm.tokens.prepare import prepare_data
+
+    cache = cyclic.parent / "cache"
+    cfg = load_config(None, [f"data.source={cyclic}", "data.eval_split=", f"data.cache_dir={cache}", change,
+                             f"output_dir={cyclic.parent / 'run'}"])  # fmt: skip
+    with pytest.raises(DataError, match=re.escape(message)) as info:
+        prepare_data(cfg, tokenizer, require=lambda counts: check_consumed(cfg, counts))
+    assert "\n" not in str(info.value) and not list(cache.glob("data-*"))
