@@ -118,9 +118,10 @@ def attribute_counts(items: Sequence[Any]) -> dict[str, Any]:
     names: dict[str, dict[str, Any]] = {}
     given = responses = 0
     for item in items:
-        responses += len(responses_of(item))
         if item.attributes is None:
+            responses += 2 if hasattr(item, "chosen") else len(item.responses)  # no tuple made per pair
             continue
+        responses += len(responses_of(item))
         given += 1
         for scores in item.attributes:
             for name, v in scores.items():

@@ -211,8 +211,8 @@ def parse_record(fmt: str, record: Any, origin: str, ctx: ParseContext) -> list[
     if not isinstance(record, dict):
         raise RecordError("not_an_object", f"expected a JSON object, got {type(record).__name__}")
     out = PARSERS[fmt](record, origin, ctx)
-    if fmt in ("hh", "prompt", "conversation"):  # one pair, whose record holds its scores (attributes.py)
-        scores = pair_scores(record)
+    if fmt in ("hh", "prompt", "conversation") and ("chosen_attributes" in record or "rejected_attributes" in record):
+        scores = pair_scores(record)  # one pair, whose record holds its scores (attributes.py)
         out[0].attributes = scores if any(scores) else None
     if fmt in ("hh", "prompt", "conversation"):  # the pair's strength, whatever the loss (strength.py)
         with_strength(out[0], record)
