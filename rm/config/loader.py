@@ -77,6 +77,16 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # a bug in this file, not in the YAML
 
 
+ALIASES = {
+    "learning_rate": "train.lr", "num_train_epochs": "train.epochs", "per_device_train_batch_size": "train.batch_size",
+    "per_device_eval_batch_size": "train.eval_batch_size", "gradient_accumulation_steps": "train.grad_accum",
+    "logging_steps": "train.log_steps", "lr_scheduler_type": "train.scheduler", "max_seq_length": "collator.max_length",
+    "max_length": "collator.max_length", "model_name_or_path": "model.name_or_path",
+    "center_rewards_coefficient": "loss.center_rewards_coef",
+}  # fmt: skip
+"""Names other trainers (transformers' TrainingArguments, TRL's RewardConfig) give a setting rm has elsewhere."""
+
+
 def _build(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
@@ -84,7 +94,8 @@ def _build(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     if unknown:
         known = ", ".join(sorted(names))
         close = difflib.get_close_matches(unknown[0], names, n=1)  # a typo (train.lrr) names what was meant
-        hint = f", did you mean {prefix}{close[0]}?" if close else ""
+        alias = ALIASES.get(unknown[0])  # another trainer's name (learning_rate) names rm's, in whichever section
+        hint = f", did you mean {alias}?" if alias else f", did you mean {prefix}{close[0]}?" if close else ""
         raise ConfigError(f"unknown key {prefix}{unknown[0]}{hint} (known under {prefix or 'the top level'}: {known})")
     kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in raw.items()}
     return cls(**kwargs)

@@ -86,10 +86,26 @@ def test_override_mistakes_name_the_override_not_the_file(tmp_path):
     path.write_text("train:\n  lr: 1.0e-3\n")
     with pytest.raises(ConfigError) as e:
         load_config(path, ["train.lr=1e-4", "train.learning_rate=1e-4"])
-    assert str(e.value).startswith("override train.learning_rate=1e-4: unknown key train.learning_rate (")
+    assert str(e.value).startswith("override train.learning_rate=1e-4: unknown key train.learning_rate, did you")
     assert "run.yaml" not in str(e.value)
     with pytest.raises(ConfigError, match=r"^override train\.lr=fast: train\.lr: expected a number"):
         load_config(path, ["train.lr=fast"])
+
+
+@pytest.mark.parametrize(
+    ("override", "meant"),
+    [
+        ("train.learning_rate=1e-4", "train.lr"),  # transformers' and TRL's name
+        ("train.max_length=128", "collator.max_length"),  # another section's key
+        ("train.num_train_epochs=2", "train.epochs"),
+        ("learning_rate=1e-4", "train.lr"),  # at the top level too
+        ("train.lrr=1e-4", "train.lr"),  # a typo, as before
+    ],
+)
+def test_an_unknown_key_names_the_one_meant(override, meant):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    assert f", did you mean {meant}? (known under" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_yaml_syntax_errors_are_one_line_with_file_line_and_column(tmp_path):
