@@ -4,8 +4,9 @@ A group computes its prompt once for all its responses, so responses that share 
 worth putting together even when the data gives them one per record:
 
 - Rows (`rm/data/formats/rows.py`, HelpSteer2: one response and its score per line) of one prompt text and
-  subset become one `Group`, ranked by score (equal scores tie). A prompt with one scored row, rows that
-  all tie, or two rows with the same response text are a bad record, named by the lines of all its rows
+  subset become one `Group`, ranked by score (equal scores tie). A row that repeats an earlier one (the same
+  response, score and labels) is dropped and counted; a prompt with one scored row, rows that all tie, or two rows
+  with the same response text labelled differently are a bad record, named by the lines of its rows
   ("train.jsonl:3+4+9"). `group_by_prompt: false` cannot read rows at all: one line says so.
 - With `group_by_prompt: true`, pairwise records (`Pair`s) of one prompt text and subset become one
   `Group` with explicit `pairs` (a, b, tie): each record's comparison, kept as given (a comparison two
@@ -74,15 +75,19 @@ def gather_groups(
 def group_rows(rows: list[Row], report: DataReport) -> Group:
     """One prompt's rows as a group ranked by score, or the RecordError that makes them a bad record."""
     field = rows[0].score_field
+    kept: dict[str, Row] = {}
+    for row in rows:
+        first = kept.setdefault(row.response, row)
+        if first is row:
+            continue
+        if (first.score, first.attributes, dict(first.labels)) != (row.score, row.attributes, dict(row.labels)):
+            message = f"field 'response' holds the same text at {first.origin} and {row.origin}, labelled differently"
+            raise RecordError("duplicate_response", message, "response")
+        report.count("grouped", "repeated_rows_dropped")  # the same response, said again: the group keeps one
+    rows = list(kept.values())
     if len(rows) < 2:
         message = f"only one row with a {field!r} score has this prompt; a group needs 2 (field 'prompt')"
         raise RecordError("too_few_responses", message, "prompt")
-    seen: dict[str, str] = {}
-    for row in rows:
-        if row.response in seen:
-            message = f"field 'response' holds the same text at {seen[row.response]} and {row.origin}"
-            raise RecordError("duplicate_response", message, "response")
-        seen[row.response] = row.origin
     scores = [row.score for row in rows]
     if len(set(scores)) < 2:
         message = f"field {field!r}: every row of this prompt has the same score ({scores[0]:g}), nothing to learn"

@@ -111,6 +111,17 @@ def test_a_bad_group_of_rows_is_named_by_its_lines_or_counted(tmp_path, bad, rea
     assert [g.origin for g in kept] == [f"{path}:1+2"] and report.skipped_counts() == {reason: 1}
 
 
+def test_a_repeated_row_is_dropped_alone_and_counted(tmp_path):
+    """The same response with the same score said twice (a copy in the data) leaves its group of two whole; with
+    another score it is a bad group, as before (BAD_ROWS)."""
+    path = rows_file(tmp_path, [("P", "good", 3), ("P", "bad", 1), ("P", "good", 3), ("Q", "x", 2), ("Q", "y", 0)])
+    items, report = parsed_rows(path)
+    first, second = gather_groups(items, "auto", report)
+    assert first.responses == (" good", " bad") and first.rank == (0, 1) and first.origin == f"{path}:1+2"
+    assert second.origin == f"{path}:4+5" and report.notes["grouped"]["repeated_rows_dropped"] == 1
+    assert report.skipped == [] and report.notes["grouped"]["rows"] == 4
+
+
 def test_a_non_numeric_or_missing_score_column_is_a_bad_row():
     ctx = ParseContext(DataReport(), Renderer())
     with pytest.raises(RecordError, match="field 'helpfulness' must be a number") as bad:
