@@ -90,13 +90,11 @@ def with_targets(split: EncodedSplit, top: float) -> EncodedSplit:
     ordered: rank (0, 0) becomes (0, 1), chosen first, as the record gives them."""
     table, names = split.table, split.table.schema.names
     strength = table.column("strength").to_numpy() if "strength" in names else np.full(len(split), math.nan)
-    target = pa.array([soft_target(s, top) if not math.isnan(s) else math.nan for s in strength.tolist()], pa.float64())
+    target = pa.array(soft_target(strength, top), pa.float64())  # NaN stays NaN: no strength, a hard label
     rank = table.column("rank").combine_chunks()
     offsets, values = rank.offsets.to_numpy(), rank.values.to_numpy().copy()
-    start = offsets[:-1]
-    tied = ~np.isnan(strength) & (np.diff(offsets) == 2)
-    tied &= (values[np.minimum(start, len(values) - 1)] == 0) & (values[np.minimum(start + 1, len(values) - 1)] == 0)
-    values[start[tied] + 1] = 1
+    pairs = offsets[:-1][~np.isnan(strength) & (np.diff(offsets) == 2)]  # where the rank of each pair with one starts
+    values[pairs[(values[pairs] == 0) & (values[pairs + 1] == 0)] + 1] = 1
     ranks = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int32()))
     table = table.set_column(names.index("rank"), "rank", ranks)
     table = (

@@ -17,10 +17,11 @@ follows from its name, the one key it has everywhere:
 Registering one (`register`) from outside the package is all a new label takes; the tokenized-data cache key
 covers every registered label (`fingerprint`), so data cached without it is never read as if it had it.
 
-rm's own labels (`BUILTIN`: scores, margin, strength, ties, attributes) are declared here too, with the fields
-they come from, their columns, tensors and metrics; they keep code paths of their own, since the loss reads
-them in ways one generic rule does not cover (a strength becomes a soft target by a scale the whole data
-sets; a margin becomes per-pair). Loading does not depend on the loss or the head for any label but these.
+rm's own labels (`BUILTIN`: rank, scores, margin, ties, strength, attributes) are declared here too, with the
+fields they come from, their columns, tensors, gathered columns and metrics; they keep code paths of their own,
+since the loss reads them in ways one generic rule does not cover (a strength becomes a soft target by a scale the
+whole data sets; a margin becomes per-pair). Loading reads every one of them whatever the loss and the head;
+what those make of them is decided after the cache (rm/collate/loss_labels.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,11 +134,11 @@ def comparisons_among(item: Example, keep: list[int]) -> bool:
 
 def encoded_group(
     item: Example, fitted: tuple[list[int], list[list[int]], list[int]], subset_id: int, index: int,
-    names: Sequence[str] = (), keep_origin: bool = True, labels: bool = True,
+    names: Sequence[str] = (), keep_origin: bool = True, labels: Mapping | None = None,
 ) -> EncodedGroup:  # fmt: skip
     """The item's kept responses with their ranks, scores and comparisons renumbered to the kept positions, and
     their attribute scores of `names`, flat [responses x names] (NaN where missing); its origin where
-    `keep_origin`, its registered labels where `labels` (some are registered)."""
+    `keep_origin`, and the values of the registered `labels` (rm/data/labels.py)."""
     prompt, responses, keep = fitted
     rank, scores, explicit, scored = rank_of(item), scores_of(item), pairs_of(item), attributes_of(item)
     at = {k: n for n, k in enumerate(keep)}
@@ -158,14 +158,14 @@ def encoded_group(
         strength=strength if (strength := getattr(item, "strength", None)) is not None else math.nan,
         cycle=getattr(item, "cycle", ""),
         origin=item.origin if keep_origin else "",
-        labels=group_labels(item.labels, prompt, responses, keep) if labels else NO_LABELS,
+        labels=group_labels(item.labels, prompt, responses, keep, labels) if labels else NO_LABELS,
     )
 
 
-def group_labels(parsed: dict, prompt: list[int], responses: list[list[int]], keep: list[int]) -> dict:
+def group_labels(parsed: Mapping, prompt: list[int], responses: list, keep: list[int], labels: Mapping) -> dict:
     """A group's registered labels: those parsed (per response: of the kept ones), those derived from the ids."""
     out = {}
-    for name, label in registered().items():
+    for name, label in labels.items():
         if label.derive is not None:
             value = label.derive(prompt, responses)
             out[name] = list(map(float, value)) if label.level == "response" else float(value)
@@ -202,7 +202,7 @@ def encode_kept(
     found = {"strength": any(getattr(p, "strength", None) is not None for p in pairs), "target": targeted,
              "attributes": bool(attribute_names), "cycle": any(getattr(p, "cycle", "") for p in pairs)}  # fmt: skip
     optional = [name for name in OPTIONAL if found[name]]  # one schema for every chunk of the split
-    labels = list(registered())  # a column each in every split, NaN where an item has none: one schema for all
+    labels = registered()  # a column each in every split, NaN where an item has none: one schema for all
     # Origins name bad records found after the cache (loss_labels.py): a split without what makes one stores "".
     keep_origin = found["strength"] or found["attributes"] or found["cycle"]
     many = CheckedIds(tokenizer)  # the direct call, checked against transformers' on the first chunk
@@ -226,11 +226,11 @@ def encode_kept(
                 report.too_long.append(item.origin or item.prompt[:40])
                 continue
             fitted.append(encoded_group(
-                item, fit, index[item.subset], report.kept + len(fitted), attribute_names, keep_origin, bool(labels)
+                item, fit, index[item.subset], report.kept + len(fitted), attribute_names, keep_origin, labels
             ))  # fmt: skip
             positions.append(start + k)
         report.kept += len(fitted)
-        batches.append(record_batch(fitted, optional, labels))
+        batches.append(record_batch(fitted, optional, list(labels)))
         del encoded, fitted  # before the next chunk's lists exist: one chunk of Python ints alive at a time
         chunks[n] = ([], starts)
         if consume:

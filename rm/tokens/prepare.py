@@ -62,21 +62,24 @@ def prepare_data(
     lists) or a finished run's own; None: the run's BPE, from the cache or trained on the pairs. `require`
     raises when the loss needs a label the data lacks (the data report's `labels`): called once the pairs are
     loaded, before anything is tokenized, or on what a cache entry's report says."""
+
+    def checked_load(tokenizer: PreTrainedTokenizerBase | None) -> LoadedData:
+        loaded = load(cfg, source, tokenizer)
+        require(loaded.report.notes.get("labels", {}))  # before a BPE is trained or anything is tokenized
+        return loaded
+
     with first():
         source = write_synthetic(cfg, is_main)
         loaded = None
         if tokenizer is None and cfg.data.cache:
             tokenizer = cached_bpe(cfg, is_main)
         if tokenizer is None:
-            loaded = load(cfg, source, None)
-            require(loaded.report.notes.get("labels", {}))  # before a BPE is trained on data the run refuses
+            loaded = checked_load(None)
             tokenizer = train_run_bpe(cfg, loaded.train, is_main)
             if cfg.data.cache and is_main:
                 store_bpe(cfg)
     if not cfg.data.cache:
-        loaded = loaded or load(cfg, source, tokenizer)
-        require(loaded.report.notes.get("labels", {}))
-        return encoded(cfg, loaded, tokenizer, is_main)
+        return encoded(cfg, loaded or checked_load(tokenizer), tokenizer, is_main)
     with first():
         key = data_key(cfg, tokenizer)
         root, name = cache.cache_root(cfg.data), f"data-{key}"
@@ -91,9 +94,7 @@ def prepare_data(
                 require(data.report.notes.get("labels", {}))
                 data.encoding.warn()
                 return data
-        loaded = loaded or load(cfg, source, tokenizer)
-        require(loaded.report.notes.get("labels", {}))
-        data = encoded(cfg, loaded, tokenizer, is_main)
+        data = encoded(cfg, loaded or checked_load(tokenizer), tokenizer, is_main)
         store(data, root, name, generated_dir(cfg))
         return data
 

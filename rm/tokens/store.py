@@ -43,10 +43,10 @@ SCHEMA = pa.schema(
 OPTIONAL = {
     "attributes": pa.list_(pa.float64()), "strength": pa.float64(), "target": pa.float64(), "cycle": pa.utf8()
 }  # fmt: skip
-"""Columns after SCHEMA's, in this order, where the split has them: flat [responses x A] scores of
-`model.head.attributes` (NaN = missing); a pair's preference strength (NaN = none); its soft label p (NaN = hard;
-made from the strength under loss.strength=soft, after the cache); the records of a merged group whose order
-has a cycle ("" = none)."""
+"""Columns after SCHEMA's, in this order, where the split has them: flat [responses x A] attribute scores (NaN =
+missing; in the cache every name the data has, after it the head's: rm/collate/loss_labels.py); a pair's
+preference strength (NaN = none); its soft label p (NaN = hard; made from the strength under loss.strength=soft,
+after the cache); the records of a merged group whose order has a cycle ("" = none)."""
 
 
 def schema_with(optional: Iterable[str] = (), labels: Sequence[str] = ()) -> pa.Schema:

@@ -68,8 +68,9 @@ def with_strength(pair: Pair, record: dict) -> Pair:
     return pair
 
 
-def soft_target(s: float, top: float) -> float:
-    """The linear map's p of strength `s` on a scale of max `top`: the one formula training and `rm eval` use."""
+def soft_target(s: Any, top: float) -> Any:
+    """The linear map's p of strength `s` (a float, or an array: NaN stays NaN) on a scale of max `top`: the one
+    formula training and `rm eval` use."""
     return 0.5 + s / (2 * top)
 
 
