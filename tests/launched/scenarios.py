@@ -206,7 +206,7 @@ def tokenize_once(ctx: Context) -> None:
 # tests/training/test_toy_label.py
 
 
-@scenario(2)
+@scenario(2, 3)
 def toy_label(ctx: Context) -> None:
     """The toy label's run: each process registers it (a user's launch script would), and forgets it after."""
     import response_length

@@ -147,13 +147,14 @@ def test_a_run_stores_batches_trains_and_reports_the_label_and_a_loss_change_reu
 
 
 @pytest.mark.slow
-def test_two_processes_gather_each_difficulty_once(launched):
-    """The same run on 2 processes (tests/launched/scenarios.py's `toy_label`): its eval blocks count every eval
-    group and response once, and the difficulty's mean is the test files' own."""
-    out = launched(2).run("toy_label")
+@pytest.mark.parametrize("processes", [2, 3])
+def test_n_processes_gather_each_difficulty_once(launched, processes):
+    """The same run on 2 and 3 processes (tests/launched/scenarios.py's `toy_label`): its eval blocks count every
+    eval group and response once, and the difficulty's mean is the test files' own."""
+    out = launched(processes).run("toy_label")
     records = [json.loads(line) for path in (out.parent / "toy").glob("*/test.jsonl") for line in path.open()]
     every = [r["difficulty"] for r in records if "difficulty" in r]
     result = json.loads((out / "eval.json").read_text())
-    assert result["train"]["processes"] == 2
+    assert result["train"]["processes"] == processes
     assert result["difficulty"]["overall"] == {"n": len(every), "mean": pytest.approx(sum(every) / len(every))}
     assert result["length_correlation"]["responses"] == 2 * result["overall"]["n"] == 2 * len(records)
