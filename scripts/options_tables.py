@@ -1,5 +1,5 @@
-"""Rewrite README.md's "Command options" section from the commands' option dataclasses, after a field or its
-docstring changed (tests/cli/test_options.py holds the README equal to what this writes).
+"""Rewrite docs/commands.md's "Command options" section from the commands' option dataclasses, after a field or its
+docstring changed (tests/cli/test_options.py holds the page equal to what this writes).
 
     python scripts/options_tables.py
 """
@@ -20,7 +20,7 @@ from rm.config.flags import options_table  # noqa: E402
 def main() -> None:
     section = "\n".join(["## Command options\n", INTRO, *(f"### `rm {n}`\n\n{options_table(c)}\n" for n, c in
                          COMMANDS.items())]) + "\n"  # fmt: skip
-    readme = REPO / "README.md"
+    readme = REPO / "docs" / "commands.md"
     text = readme.read_text()
     start, end = text.index("## Command options\n"), text.index("## Configuration\n")
     readme.write_text(text[:start] + section + text[end:])

@@ -1,5 +1,5 @@
 """Command options from one source: the dataclasses of rm/cli give the flags, their help, the `key=value`
-overrides (checked as a run config's are) and the README's tables."""
+overrides (checked as a run config's are) and the tables of docs/commands.md."""
 
 import re
 
@@ -30,13 +30,15 @@ means what a training key means carries its name: `--eval-fraction` is `data.eva
 
 
 def test_the_readme_tables_are_the_generated_ones():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "commands.md").read_text()
     section = readme[readme.index("## Command options\n") : readme.index("## Configuration\n")]
     assert INTRO in section
     for name, cls in COMMANDS.items():
         table = re.search(rf"### `rm {name}`\n\n(\|.*?)\n\n", section + "\n", re.S)
         assert table, name
-        assert table.group(1) == options_table(cls), f"README table of rm {name}: run python scripts/options_tables.py"
+        assert table.group(1) == options_table(cls), (
+            f"docs/commands.md table of rm {name}: run python scripts/options_tables.py"
+        )
 
 
 def test_each_flag_is_a_field_and_its_help_is_the_docstring():

@@ -84,7 +84,7 @@ def test_registering_a_label_changes_the_cache_key_and_forgetting_it_restores_it
     assert data_key(cfg, tokenizer) == before
 
 
-def test_the_readmes_table_of_rms_own_labels_is_their_declarations():
+def test_the_docs_table_of_rms_own_labels_is_their_declarations():
     from conftest import REPO
 
     rows = ["| label | level | read from | Arrow column | batch tensor | gathered | eval.json |"]
@@ -92,4 +92,4 @@ def test_the_readmes_table_of_rms_own_labels_is_their_declarations():
     for b in BUILTIN:
         cells = [f"`{b.name}`", b.level, b.fields, b.column, b.tensor, b.gathered or "-", ", ".join(b.metrics) or "-"]
         rows.append("| " + " | ".join(cells) + " |")
-    assert "\n".join(rows) + "\n" in (REPO / "README.md").read_text()
+    assert "\n".join(rows) + "\n" in (REPO / "docs" / "how-it-works.md").read_text()

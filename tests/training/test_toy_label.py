@@ -1,6 +1,7 @@
 """A label registered from outside rm (tests/training/toy_label.py: `difficulty`, its loss term and eval block; and
-tests/training/response_length.py, the README's worked example) goes through every stage with no library edit:
-parsed from its field, stored in the cache, batched, read by its loss term, gathered across processes, reported."""
+tests/training/response_length.py, the worked example of docs/how-it-works.md) goes through every stage with no
+library edit: parsed from its field, stored in the cache, batched, read by its loss term, gathered across processes,
+reported."""
 
 import json
 import math
@@ -49,11 +50,11 @@ def test_a_label_is_parsed_from_its_field_and_a_bad_value_names_its_line(plugins
         load_pairs(str(bad), "train", [])
 
 
-def test_the_readmes_worked_example_is_the_module_the_tests_run():
+def test_the_docs_worked_example_is_the_module_the_tests_run():
     from conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("### Adding a label", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    page = (REPO / "docs" / "how-it-works.md").read_text()
+    block = page.split("## Adding a label", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert block == (REPO / "tests" / "training" / "response_length.py").read_text()
 
 
