@@ -8,7 +8,7 @@ export HF_DATASETS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup references demo test test-fast coverage lint format bench clients clean
+.PHONY: setup references data demo test test-fast coverage lint format bench clients clean
 
 # torch first and pinned: on these machines torch==2.13.0 is a local CPU build, while a bare
 # `torch` would pull a multi-GB CUDA build.
@@ -32,6 +32,13 @@ $(REF_VENV)/.installed:
 	touch $@
 
 references: $(REF_VENV)/.installed
+
+# The real HH-RLHF harmless-base test file some tests, configs/hh-harmless-tiny.yaml and the benchmarks read,
+# fetched from the Hub (the one target that needs the network) into data/hh-rlhf, which git ignores and the tests
+# find by themselves; elsewhere: HH_DATA=/some/folder, then export RM_HH_DATA=/some/folder as it prints.
+HH_DATA ?= data/hh-rlhf
+data: setup
+	HF_HUB_OFFLINE=0 HF_DATASETS_OFFLINE=0 $(BIN)/python scripts/get_hh_data.py --out $(HH_DATA)
 
 demo: setup
 	$(BIN)/python -m rm train configs/quickstart.yaml train.overwrite=true
@@ -60,9 +67,12 @@ bench: setup
 	$(BIN)/python scripts/bench_eval.py
 
 # Exports against the tools that consume reward models (transformers 4.x/5.x, TRL, RewardBench, OpenRLHF),
-# one venv each under CLIENT_VENVS, built from the package registry; see scripts/check_clients.sh.
+# one venv each under CLIENT_VENVS, built from the package registry; see scripts/check_clients.sh. Needs the real
+# HH file at ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz (its conversations are what the clients score) and
+# takes about 35 minutes.
 CLIENT_VENVS ?= /work/venvs
 clients: setup
+	@echo "make clients: about 35 minutes; scores the real HH file ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz"
 	RM_PY=$(abspath $(BIN))/python scripts/check_clients.sh $(CLIENT_VENVS)
 
 # ruff, then the import contract: role folders in layers, imports only downwards, no cycles

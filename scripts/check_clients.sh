@@ -10,6 +10,8 @@
 #
 #   scripts/check_clients.sh [VENV_DIR]     # default /work/venvs (or $CLIENT_VENVS); `make clients`
 #
+# Needs: the real HH-RLHF file ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz beside the clone (the cases
+# scripts/clients/make_exports.py scores; it stops at once without it), and about 35 minutes.
 # Venvs are reused once built (delete VENV_DIR/rm-client-* to rebuild). First run: about 10 minutes of pip.
 set -uo pipefail
 
@@ -20,6 +22,8 @@ RM_PY=${RM_PY:-$REPO/.venv/bin/python}      # rm's own venv: trains, exports, ru
 WORK=${WORK:-$(mktemp -d)}
 TOL=1e-4
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
+HH=$REPO/../shared/data/hh-rlhf/harmless-base/test.jsonl.gz   # the path make_exports.py reads
+[ -f "$HH" ] || { echo "error: $HH not found: the client checks score its real HH conversations" >&2; exit 1; }
 mkdir -p "$VENVS" "$WORK/logs"
 
 # build NAME PIP_ARGS...: a venv with torch pinned first, then the client; a failed install is remembered.

@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import signal
+import sys
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -77,7 +78,12 @@ SIX_STEPS = [
     "train.num_threads=1",
     "export.enabled=false",
 ]
-HH_HARMLESS_TEST = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+# The real HH-RLHF test file, where `make data` or RM_HH_DATA put it (scripts/get_hh_data.py: $RM_HH_DATA, then this
+# clone's data/hh-rlhf, then ../shared/data/hh-rlhf). The tests that need it skip without it; the summary says so.
+sys.path.append(str(REPO / "scripts"))  # after the tests' own folders: no script shadows a test module
+from get_hh_data import hh_data_root, missing_line  # noqa: E402
+
+HH_HARMLESS_TEST = hh_data_root() / "harmless-base" / "test.jsonl.gz"
 
 
 @pytest.fixture(scope="session")
@@ -305,3 +311,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "launched" in item.fixturenames:
             item.add_marker(pytest.mark.xdist_group("launched"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """Once, after -ra's list of skips and just above the counts: how many tests skipped for want of the real HH
+    file, and how to get it (the outermost wrapper: pytest's own writes that list when the hooks inside it return)."""
+    yield
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons = [r.longrepr[2] if isinstance(r.longrepr, tuple) else str(r.longrepr) for r in skipped]
+    if line := missing_line(reasons, HH_HARMLESS_TEST):
+        terminalreporter.write_line(line, yellow=True, bold=True)
