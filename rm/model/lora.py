@@ -10,6 +10,7 @@ the model, so one default serves Llama, Qwen2, GPT-NeoX… alike. The wrapped mo
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import torch
@@ -30,7 +31,6 @@ def backbone_linear_names(hf: PreTrainedModel) -> list[str]:
 def add_lora(hf: PreTrainedModel, cfg: LoraConfig) -> nn.Module:
     """Wrap `hf` in a peft LoRA model: adapters on `cfg.target_modules`, the score head trained in full."""
     from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
 
     head_name = next(name for name, m in hf.named_children() if m is score_head(hf))
     targets = cfg.target_modules or backbone_linear_names(hf)
@@ -44,9 +44,19 @@ def add_lora(hf: PreTrainedModel, cfg: LoraConfig) -> nn.Module:
         modules_to_save=[head_name],
     )
     try:
-        return get_peft_model(hf, config)
+        return peft_model(hf, config)
     except ValueError as e:  # peft names the target it could not find
         raise ConfigError(f"model.lora.target_modules={targets}: {e}") from None
+
+
+def peft_model(hf: PreTrainedModel, config) -> nn.Module:
+    """peft's `get_peft_model(hf, config)` without the FutureWarning it provokes: peft reads the model's
+    `is_gradient_checkpointing`, which transformers 5 deprecates, on every wrap (nothing to act on for a user)."""
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return get_peft_model(hf, config)
 
 
 def save_adapter_config(model: nn.Module, folder: Path) -> None:
@@ -88,6 +98,7 @@ def load_4bit(cfg: ModelConfig, vocab_size: int, pad_token_id: int, device_index
     from transformers import AutoConfig, AutoModelForSequenceClassification, BitsAndBytesConfig
 
     from rm.model.architecture import own_class
+    from rm.model.pretrained import fresh_head_load
 
     compute = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     quantization = BitsAndBytesConfig(
@@ -100,16 +111,17 @@ def load_4bit(cfg: ModelConfig, vocab_size: int, pad_token_id: int, device_index
     config = AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
     own = own_class(config, cfg.trust_remote_code)  # rm's reward head, for architectures transformers has none for
     remote = {} if own else {"trust_remote_code": cfg.trust_remote_code}
-    model = (own or AutoModelForSequenceClassification).from_pretrained(
-        cfg.name_or_path,
-        num_labels=1,
-        pad_token_id=pad_token_id,
-        dtype=DTYPES[cfg.dtype] if cfg.dtype != "float32" else compute,
-        attn_implementation=cfg.attn_implementation,
-        quantization_config=quantization,
-        device_map={"": device_index},
-        **remote,
-    )
+    with fresh_head_load(cfg.name_or_path):
+        model = (own or AutoModelForSequenceClassification).from_pretrained(
+            cfg.name_or_path,
+            num_labels=1,
+            pad_token_id=pad_token_id,
+            dtype=DTYPES[cfg.dtype] if cfg.dtype != "float32" else compute,
+            attn_implementation=cfg.attn_implementation,
+            quantization_config=quantization,
+            device_map={"": device_index},
+            **remote,
+        )
     if model.get_input_embeddings().num_embeddings < vocab_size:
         raise ConfigError(
             f"the tokenizer has {vocab_size} tokens, more than {cfg.name_or_path}'s embeddings; "

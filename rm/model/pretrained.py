@@ -16,6 +16,9 @@ named by `id2label` (`attribute_names`). rm's exports with `model.head.attribute
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -39,6 +42,11 @@ from rm.model.threads import set_threads
 from rm.tokens.tokenizer import load_tokenizer
 
 log = logging.getLogger("rm")
+
+FRESH_HEAD = {"MISSING": ("score", "classifier"), "UNEXPECTED": ("lm_head", "embed_out")}
+"""What loading a causal LM's checkpoint into a sequence-classification class always reports, rm expecting it: the
+reward head missing (made fresh, then trained) and the LM's output layer unused (GPT-NeoX names it embed_out)."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def attribute_names(config: PretrainedConfig) -> list[str]:
@@ -130,3 +138,46 @@ def default_max_length(model_path: str, model: nn.Module) -> int:
     if saved is not None:
         return saved
     return min(getattr(model.hf.config, "max_position_embeddings", None) or 1024, 2048)
+
+
+class LoadReport(logging.Filter):
+    """Holds back transformers' LOAD REPORT table (a warning of the `transformers.modeling_utils` logger), keeping
+    its rows as (key, status); a report whose table it cannot read is let through as transformers wrote it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str]] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "LOAD REPORT" not in text:
+            return True
+        rows = [[c.strip() for c in _ANSI.sub("", line).split(" | ")] for line in text.splitlines()]
+        rows = [(r[0], r[1]) for r in rows if len(r) > 1 and r[1].isupper()]  # not the header's "Status"
+        self.rows += rows
+        return not rows
+
+    def unexpected(self) -> dict[str, list[str]]:
+        """The reported keys rm does not expect, by status (MISSING, UNEXPECTED, MISMATCH…)."""
+        out: dict[str, list[str]] = {}
+        for key, status in self.rows:
+            if key.split(".", 1)[0] not in FRESH_HEAD.get(status, ()):
+                out.setdefault(status, []).append(key)
+        return out
+
+
+@contextmanager
+def fresh_head_load(name: str) -> Iterator[LoadReport]:
+    """Load `name` into a reward class with a fresh head without transformers' load report, which lists the head
+    as missing and the LM head as unused on every run; any other key it lists is one warning line of rm's own
+    (a backbone weight left random, or one of the checkpoint's unused, is worth knowing)."""
+    report = LoadReport()
+    logger = logging.getLogger("transformers.modeling_utils")
+    logger.addFilter(report)
+    try:
+        yield report
+    finally:
+        logger.removeFilter(report)
+    said = {"MISSING": "not in the checkpoint, initialized at random", "UNEXPECTED": "in the checkpoint, not used"}
+    for status, keys in report.unexpected().items():
+        log.warning("%s: weights %s: %s", name, said.get(status, f"reported {status}"), ", ".join(keys))

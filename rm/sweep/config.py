@@ -17,6 +17,7 @@ import yaml
 from rm.config import apply_overrides, build, choice_problems, load_config, read_yaml
 from rm.config.loader import YamlLoader, relative_note
 from rm.errors import ConfigError
+from rm.sweep.sweep_metric import default_direction, metric_problems, read_metric
 
 Value = bool | int | float | str
 
@@ -44,11 +45,12 @@ class ObjectiveConfig:
     """The number each trial is judged by, read from its final held-out eval (eval.json)."""
 
     metric: str = "accuracy"
-    """accuracy (share of pairs ranked right) or loss (held-out -log sigmoid(r_chosen - r_rejected))."""
+    """accuracy, loss or ece (pairs); top1_accuracy, best_of_k_accuracy or kendall_tau (groups of K);
+    suite:<name>[:<section>] (a train.eval_suites score); attribute:<name>:<rmse|pearson|spearman|auc>."""
     subset: str = ""
     """Subset to read the metric from; empty: all eval pairs together (`overall`)."""
     direction: str = ""
-    """maximize or minimize; empty: maximize accuracy, minimize loss."""
+    """maximize or minimize; empty: minimize loss, ece and rmse, maximize the rest."""
 
 
 @dataclass
@@ -104,7 +106,6 @@ class SweepConfig:
 CHOICES: dict[str, tuple[str, ...]] = {
     "launch": ("auto", "in-process", "subprocess"),
     "sampler": ("grid", "random", "tpe"),
-    "objective.metric": ("accuracy", "loss"),
     "objective.direction": ("", "maximize", "minimize"),
     "pruning.pruner": ("median", "none"),
 }
@@ -162,10 +163,12 @@ def _problems(cfg: SweepConfig) -> list[str]:
     if not cfg.space:
         out.append("space: name at least one dotted run key to sweep, e.g. space: {train.lr: [1e-4, 3e-4]}")
     try:  # the base run itself, then each value of the space on top of it
-        base_ok = bool(cfg.base) and load_config(cfg.base, cfg.overrides) is not None
+        base = load_config(cfg.base, cfg.overrides) if cfg.base else None
     except ConfigError as e:
-        base_ok = False
+        base = None
         out.append(f"base/overrides: {e}")
+    base_ok = base is not None
+    out += metric_problems(cfg.objective.metric, cfg.objective.subset, base)
     for key, spec in cfg.space.items():
         shape = _spec_problems(spec, cfg.sampler)
         out += [f"space.{key}: {p}" for p in shape]
@@ -222,8 +225,8 @@ def override(key: str, value: Value) -> str:
 
 
 def direction(cfg: SweepConfig) -> str:
-    """The objective's direction: the one written, else maximize accuracy and minimize loss."""
-    return cfg.objective.direction or ("minimize" if cfg.objective.metric == "loss" else "maximize")
+    """The objective's direction: the one written, else minimize loss, ece and rmse and maximize the rest."""
+    return cfg.objective.direction or default_direction(cfg.objective.metric)
 
 
 def objective_name(cfg: SweepConfig) -> str:
@@ -231,10 +234,5 @@ def objective_name(cfg: SweepConfig) -> str:
 
 
 def objective_value(result: dict, cfg: SweepConfig) -> float:
-    """The objective read from an eval result ({"overall": {...}, "subsets": {name: {...}}})."""
-    subset = cfg.objective.subset
-    if not subset:
-        return float(result["overall"][cfg.objective.metric])
-    if subset not in result["subsets"]:
-        raise ConfigError(f"objective.subset: no eval subset {subset!r}; the run has {sorted(result['subsets'])}")
-    return float(result["subsets"][subset][cfg.objective.metric])
+    """The objective read from an eval result ({"overall": {...}, "subsets": {name: {...}}, "suites": ...})."""
+    return read_metric(result, cfg.objective.metric, cfg.objective.subset)

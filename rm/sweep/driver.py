@@ -40,7 +40,8 @@ from rm.sweep.study import (
     trial_budget,
     trial_overrides,
 )
-from rm.sweep.sweep_report import write_reports
+from rm.sweep.sweep_metric import shown_metrics
+from rm.sweep.sweep_report import METRICS, write_reports
 from rm.sweep.trial import run_child, run_command, run_in_process, show
 
 
@@ -87,7 +88,8 @@ def make_objective(sweep: Sweep):
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             raise
-        return objective_value(result, cfg)
+        trial.set_user_attr(METRICS, shown_metrics(result, cfg.objective.metric, cfg.objective.subset))
+        return objective_value(result, cfg)  # a metric its eval.json lacks stops the sweep in one line
 
     return objective
 

@@ -23,6 +23,9 @@ from rm.sweep.config import direction, objective_name
 from rm.sweep.study import RETRY_OF, Sweep, kept_trials, trial_overrides
 from rm.sweep.trial import PRUNED_AT
 
+METRICS = "metrics"
+"""A finished trial's user attr: its eval.json's numbers for the table (rm/sweep/sweep_metric.py's `shown_metrics`):
+the objective's metric by name, accuracy, the group metrics of K responses, each suite's score."""
 STATES = {TrialState.COMPLETE: "finished", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed"}
 STATES |= {TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
 
@@ -47,6 +50,7 @@ def ordered(study: optuna.Study, maximize: bool) -> list[FrozenTrial]:
 def rows(study: optuna.Study, sweep: Sweep) -> list[dict]:
     trials = ordered(study, direction(sweep.cfg) == "maximize")
     rerun_as = {t.system_attrs[RETRY_OF]: t.number for t in trials if RETRY_OF in t.system_attrs}
+    columns = list(dict.fromkeys(k for t in trials for k in t.user_attrs.get(METRICS, {})))  # those trials have
     out = []
     for t in trials:
         notes = []
@@ -67,6 +71,7 @@ def rows(study: optuna.Study, sweep: Sweep) -> list[dict]:
             "objective": t.value if t.state == TrialState.COMPLETE else None,
             "last_eval": f"{last[1]:.4f} @ step {last[0]}" if last else "",
         }
+        row |= {name: t.user_attrs.get(METRICS, {}).get(name) for name in columns}
         row |= {key: t.params.get(key) for key in sweep.cfg.space}
         row |= {"seconds": round(seconds, 1) if seconds is not None else None, "note": "; ".join(notes)}
         row["output_dir"] = t.user_attrs.get("output_dir", "")

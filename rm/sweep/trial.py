@@ -27,6 +27,7 @@ from rm.config.rundir import RunDir
 from rm.errors import TrialCrashed
 from rm.sweep.config import SweepConfig, objective_value
 from rm.sweep.study import requeue
+from rm.sweep.sweep_metric import MissingMetric
 
 ENV_STORAGE, ENV_STUDY, ENV_TRIAL = "RM_SWEEP_STORAGE", "RM_SWEEP_STUDY", "RM_SWEEP_TRIAL_ID"
 PRUNED_AT = "pruned_at_step"  # user attr: set by whichever process decided to prune
@@ -73,8 +74,11 @@ def make_reporter(trial: optuna.Trial, cfg: SweepConfig) -> Callable[[int, dict]
         distributed = dist.is_available() and dist.is_initialized()
         prune = False
         if not distributed or dist.get_rank() == 0:
-            trial.report(objective_value(result, cfg), step)
-            prune = trial.should_prune()
+            try:
+                trial.report(objective_value(result, cfg), step)
+                prune = trial.should_prune()
+            except MissingMetric:  # not reported: the sweep stops on the final eval.json, naming what it has
+                pass
             if prune:
                 trial.set_user_attr(PRUNED_AT, step)
         if distributed:

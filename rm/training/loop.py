@@ -56,7 +56,7 @@ class Hooks:
     """Called after every micro-batch's backward pass with the batch and its mean loss over its weight (pairs, or
     groups)."""
     on_eval: Callable[[int, dict], None] | None = None
-    """Called on every process after each periodic eval with (step, result); may raise to stop the run."""
+    """Called on every process after each periodic eval (and its suites': `suites`) with (step, result); may raise."""
     suites: Callable[[torch.nn.Module, int], Any] | None = None
     """train.eval_suites (rm/training/suite_evals.py): called with (model, step) at each eval and at the last step."""
 
@@ -232,10 +232,12 @@ def after_step(run: Run, meter: Meter, bar: tqdm, hooks: Hooks, stop: str) -> No
         with explain_oom(cfg, "evaluation"):
             periodic = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
         log_eval(accelerator, periodic, state.step)
-        if hooks.on_eval is not None:
-            hooks.on_eval(state.step, periodic)
     if hooks.suites is not None and (evaluating or state.step == run.max_steps) and not stop:
         hooks.suites(run.model, state.step)
+        if periodic is not None and getattr(hooks.suites, "last", None):  # a sweep may judge by a suite's score
+            periodic["suites"] = dict(hooks.suites.last)
+    if periodic is not None and hooks.on_eval is not None:
+        hooks.on_eval(state.step, periodic)
     if stop or (cfg.train.save_steps and state.step % cfg.train.save_steps == 0):
         state.pending = accelerator.reduce(meter.sums, "sum").tolist()
         state.scheduler = run.scheduler.state_dict()

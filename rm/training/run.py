@@ -27,7 +27,7 @@ from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained
 from rm.config.rundir import RunDir, absolute_paths, record_written
 from rm.errors import DataError
-from rm.evaluation.gather import evaluate, format_table, shut_down
+from rm.evaluation.gather import evaluate, shut_down
 from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
@@ -35,6 +35,7 @@ from rm.export.restore import rewards_not_finite
 from rm.model.build import build_model, given_model
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.objective import check_consumed, group_weights, loss_parameters
+from rm.model.pretrained import fresh_head_load
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
 from rm.model.threads import busy_note, set_threads
@@ -43,12 +44,13 @@ from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
 from rm.training.accelerator import exportable, make_accelerator, start_trackers
 from rm.training.checkpoint import TrainState
+from rm.training.console import data_line, has_groups, shown, stopped, summary
 from rm.training.faults import diverged_error, explain_oom, loading, same_plan_everywhere, sigterm_raises
 from rm.training.loop import Hooks, Run, fit, log_eval
 from rm.training.optim import make_optimizer, make_scheduler
 from rm.training.output_dir import Start, check_output_dir, claim_output_dir, finished_result, push_export, unclaimed
 from rm.training.run_lock import run_dir_lock
-from rm.training.suite_evals import suite_evals
+from rm.training.suite_evals import SuiteEvals, suite_evals
 
 log = logging.getLogger("rm")
 
@@ -73,7 +75,7 @@ def main(
     `given`: a loaded model trained in place of the config's (one process); `write_data(<output_dir>/data)` writes
     the data on the main process inside the claim, so the files are recorded as the run's (train.overwrite's).
     """
-    started = time.perf_counter()
+    started, given_dir = time.perf_counter(), cfg.output_dir  # the hints show the path as it was typed
     cfg = absolute_paths(cfg)  # as its saved config.yaml says, so that a resumed run reads the same paths
     accelerator = make_accelerator(cfg)
     # One run at a time in output_dir, taken before anything there is looked at (rm/training/run_lock.py);
@@ -101,7 +103,7 @@ def main(
         with explain_oom(cfg, "training", run.state):
             interrupted = fit(run, Hooks(on_batch, on_eval, suites))
         info = train_info(run, resume_from, started)
-        result = stopped(run, info) if interrupted else finish(run, data, new_model, info)
+        result = stopped(run, info, given_dir) if interrupted else finish(run, data, new_model, info, suites, given_dir)
         main_process = accelerator.is_main_process
         del model, run  # the DDP wrapper must go before the process group (see shut_down)
         shut_down(accelerator)
@@ -135,8 +137,7 @@ def load_and_encode(cfg: RunConfig, accelerator: Accelerator) -> Prepared:
     first, main = accelerator.main_process_first, accelerator.is_main_process  # labels checked before tokenizing:
     data = prepare_data(cfg, tokenizer, first, main, lambda counts: check_consumed(cfg, counts))
     for_loss(cfg, data)  # after the cache: Plackett-Luce's cycles, soft targets (rm/collate/loss_labels.py)
-    train, held = data.kept("train"), data.kept("eval")  # after fitting into collator.max_length dropped any
-    log.info("data: %d train pairs %s, %d eval pairs", sum(train.values()), train, sum(held.values()))
+    log.info(data_line(data))  # pairs, or groups and their K
     for line in data.report.describe():
         (log.warning if line.startswith(("skipped", "repaired", "overlap")) else log.info)("data: %s", line)
     if accelerator.is_main_process:
@@ -168,7 +169,8 @@ def build_reward_model(
             hf = load_4bit(cfg.model, len(tokenizer), tokenizer.pad_token_id, accelerator.local_process_index)
         else:
             max_length = cfg.collator.max_length  # refused above the model's position limit
-            hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_length)
+            with fresh_head_load(cfg.model.name_or_path):  # the head made fresh: what transformers reports is expected
+                hf = build_model(cfg.model, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_length)
         return RewardModel(add_lora(hf, cfg.model.lora) if cfg.model.lora.r else hf, *loss_parameters(cfg))
 
     with loading("model.name_or_path", cfg.model.name_or_path):
@@ -262,25 +264,18 @@ def train_info(run: Run, resume_from: Path | None, started: float) -> dict:
     }
 
 
-def stopped(run: Run, info: dict) -> dict:
-    """After SIGTERM or Ctrl-C: the checkpoint is saved; a final eval and export could outlast the grace period."""
-    if run.accelerator.is_main_process:
-        folder = RunDir(run.cfg.output_dir)
-        saved = any(step == run.state.step for step, _ in folder.marked_checkpoints())  # none of non-finite weights
-        said = "checkpoint saved" if saved else "no checkpoint of it: its weights are not finite"
-        print(f"\nstopped by {run.stopped_by} after step {run.state.step} ({info['seconds']} s); {said}.")
-        print(f"continue with: python -m rm train {folder.config} train.resume=auto (or accelerate launch …)")
-    return {"interrupted": True, "stopped_by": run.stopped_by, "train": info}
-
-
-def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info: dict) -> dict:
-    """The final eval on every process; eval.json, the export and the summary table from the main process."""
+def finish(
+    run: Run, data: Prepared, new_model: Callable[[], RewardModel], info: dict, suites: SuiteEvals | None, given: str
+) -> dict:
+    """The final eval on every process (the suites' last scores beside it); eval.json, the export and the summary
+    from the main process."""
     cfg, accelerator, out = run.cfg, run.accelerator, RunDir(run.cfg.output_dir)
     with explain_oom(cfg, "evaluation"):
         result = evaluate(run.model, run.eval_loader, accelerator, run.subsets)
     log_eval(accelerator, result, run.state.step)
     if rewards_not_finite(result):  # every process gathered the same result: all stop alike, before exporting
         raise diverged_error(run)
+    result |= {"suites": dict(suites.last)} if suites is not None and suites.last else {}
     result["train"] = info
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process
@@ -294,7 +289,6 @@ def finish(run: Run, data: Prepared, new_model: Callable[[], RewardModel], info:
             run_data = RunData(data.subsets, data.train, data.eval)
             options = ExportOptions(normalize=cfg.export.normalize, overwrite=True)
             export_model(trained, data.tokenizer, out.export, cfg, weights, run_data, options)
-        print(f"\nheld-out accuracy after {run.state.step} steps ({info['seconds']} s):")
-        print(format_table(result))
-        print(f"run directory: {out.root}")
+        root = shown(out.root, given)
+        print(summary(result, run.state.step, info["seconds"], root, has_groups(data, "eval")))
     return result

@@ -46,6 +46,7 @@ class SuiteEvals:
         self.cfg, self.accelerator, self.pad = cfg, accelerator, tokenizer.pad_token_id
         self.layout: Layout | None = None
         self.mode = "a" if cfg.train.resume else "w"  # a fresh run starts suites.jsonl anew, a resumed one goes on
+        self.last: dict[str, dict] = {}  # {name: {step, score, sections}}: eval.json's `suites`, a sweep's objective
         renderer = Renderer(tokenizer, cfg.data.chat_template)  # rendered as the run renders its own data
         self.loaded = []
         for s in cfg.train.eval_suites:
@@ -66,6 +67,7 @@ class SuiteEvals:
             flat = score_all(model, one.encoded.groups, self.layout, self.cfg.train.eval_batch_size, self.accelerator)
             block = one.suite.block(one.items, one.encoded.item_rewards(flat))
             metrics |= suite_metrics(block)
+            self.last[block["name"]] = {"step": step, "score": block["score"], "sections": block["sections"]}
             if self.accelerator.is_main_process:
                 row = {"step": step, "suite": block["name"], "score": block["score"], "sections": block["sections"]}
                 with open(RunDir(self.cfg.output_dir).suites_log, self.mode) as f:  # {step, suite, score, sections}
