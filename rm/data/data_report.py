@@ -10,11 +10,16 @@ the two modes behave the same for every format:
 
 Two problems are lossless to fix, a UTF-8 byte-order mark and CRLF line endings: in skip mode the
 record is kept with them removed and counted under `repaired` instead of being dropped.
+
+What it writes names files as `shown_path` does (relative to the current directory, else by subset folder and
+name), as eval.json and the model card do: these files are shared, and must not publish a machine's paths.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +32,42 @@ MODES = ("error", "skip")
 UNREADABLE = ("unknown_format",)
 """Reasons that say the source's shape is not understood (not that one record is broken): no skip hint."""
 SKIP_HINT = "(set data.on_bad_record=skip, or --on-bad-record skip, to leave such records out and count them)"
+_ABSOLUTE = re.compile(r"(?<![\w.~/-])/[^\s:`'\"()\[\],]+")
+"""An absolute path inside a text: an origin's file (`/data/hh/train.jsonl:12`), a path quoted in a sentence."""
+
+
+def shown_path(path: str) -> str:
+    """`path` as the files people share (a model card, data_report.json, eval.json, report.md) write it: relative
+    to the current directory where it lies under it, else its file name with the folder it is in (a data source's
+    subset folder: `harmless-base/train.jsonl.gz`), so that no machine's absolute prefix (a home folder, a
+    temporary directory) is published. A relative path, or a name that is no path (a Hub id, `synthetic`), is
+    kept as given: it holds no prefix of this machine."""
+    expanded = os.path.expanduser(path) if path else path
+    if not expanded or not os.path.isabs(expanded):
+        return path
+    full = Path(os.path.abspath(expanded))
+    try:
+        here = Path.cwd()
+    except OSError:  # the current directory was deleted: nothing to be relative to
+        here = None
+    if here is not None and full.is_relative_to(here) and here != Path(here.anchor):
+        return full.relative_to(here).as_posix() or "."
+    parent = full.parent
+    if not parent.name or parent == Path.home():  # a folder named after the user is part of the prefix
+        return full.name or path
+    return f"{parent.name}/{full.name}"
+
+
+def shown_text(value: Any) -> Any:
+    """`value` (a string, or JSON-like lists and dicts of them) with every absolute path in it written as
+    `shown_path` writes it: origins (`/data/hh/train.jsonl:12` -> `hh/train.jsonl:12`) and sentences alike."""
+    if isinstance(value, str):
+        return _ABSOLUTE.sub(lambda m: shown_path(m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: shown_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown_text(v) for v in value]
+    return value
 
 
 @dataclass
@@ -140,10 +181,11 @@ class DataReport:
         return [f"groups: {said}{rule}"]
 
     def write(self, run_dir: Path) -> None:
-        """`data_report.json` (counts) and `skipped.jsonl` (one line per record left out or repaired)."""
+        """`data_report.json` (counts) and `skipped.jsonl` (one line per record left out or repaired), their
+        origins and paths as `shown_text` writes them: files that are shared, with no prefix of this machine."""
         folder = RunDir(run_dir)
         folder.root.mkdir(parents=True, exist_ok=True)
-        folder.data_report.write_text(json.dumps(self.summary(), indent=2, ensure_ascii=False) + "\n")
-        rows = [{"action": "skipped", **asdict(b)} for b in self.skipped]
-        rows += [{"action": "repaired", **asdict(b)} for b in self.repaired]
+        folder.data_report.write_text(json.dumps(shown_text(self.summary()), indent=2, ensure_ascii=False) + "\n")
+        rows = [{"action": "skipped", **shown_text(asdict(b))} for b in self.skipped]
+        rows += [{"action": "repaired", **shown_text(asdict(b))} for b in self.repaired]
         folder.skipped.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

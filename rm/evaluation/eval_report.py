@@ -37,7 +37,7 @@ from rm.config import DataConfig
 from rm.config.atomic import write_text
 from rm.config.exportdir import ExportDir
 from rm.config.rundir import EVAL
-from rm.data.data_report import DataReport
+from rm.data.data_report import DataReport, shown_text
 from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics
@@ -96,8 +96,9 @@ def eval_block(
     **more: object,
 ) -> dict:  # fmt: skip
     """eval.json's `eval` block, for `rm eval` and the suites alike (`more`: the keys one of them adds): what was
-    scored, what was left out and why, and how the numbers were drawn."""
-    return {
+    scored, what was left out and why, and how the numbers were drawn. Its paths (the model, the data, each left-out
+    record's origin) are written as `shown_text` writes them: eval.json and report.md are shared."""
+    return shown_text({
         "model": model, "data": data, "pairs_loaded": loaded, "records_skipped": report.skipped_counts(),
         "skipped": [{"origin": b.origin, "reason": b.reason} for b in report.skipped],
         "pairs_dropped_too_long": len(dropped or []), "dropped": dropped or [],
@@ -105,7 +106,7 @@ def eval_block(
         "rewards_nonfinite": rewards_nonfinite, "max_length": max_length, "length_unit": "characters of the response",
         "bootstrap": options.bootstrap(), "processes": processes, **more,
         "seconds": round(time.perf_counter() - started, 1), "plots": plots,
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 @dataclass

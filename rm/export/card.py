@@ -8,8 +8,7 @@ snippet and its example are rm/export/usage.py's.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -17,6 +16,10 @@ from huggingface_hub import ModelCardData
 
 from rm.config import RunConfig, to_dict
 from rm.config.exportdir import RUN_CONFIG
+from rm.data.data_report import shown_path
+from rm.export.card_eval import eval_section
+from rm.export.objective_text import batch_unit, grouped, method, objective_rows, run_report
+from rm.export.objective_text import tags as objective_tags
 from rm.export.outputs import outputs_section
 from rm.export.usage import Example, usage_snippet
 
@@ -53,6 +56,10 @@ class CardFacts:
     """The attribute outputs a reward-only export (export.reward_only) left out."""
     sigma: dict | None = None
     """config.json's `attribute_sigma` (loss.attribute_loss=gaussian's learned sigma per attribute), or None."""
+    davidson_nu: float | None = None
+    """config.json's `rm_davidson_nu` (loss.ties=davidson's learned nu), or None."""
+    vocab_size: int = 0
+    """The tokenizer's true size, len(tokenizer) (a BPE trained to tokenizer.vocab_size may have fewer); 0: unknown."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -76,7 +83,7 @@ def hub_id_of(name: str, kind: str) -> str | None:
 
 
 def metadata(cfg: RunConfig, facts: CardFacts) -> ModelCardData:
-    tags = ["reward-model", "bradley-terry", "rm"] + (["lora"] if facts.lora else [])
+    tags = ["reward-model", *objective_tags(cfg), "rm"] + (["lora"] if facts.lora else [])
     base = hub_id_of(cfg.model.name_or_path, "model")
     dataset = hub_id_of(cfg.data.source, "dataset")
     return ModelCardData(
@@ -105,41 +112,11 @@ def _weights_line(facts: CardFacts) -> str:
     return f"an intermediate checkpoint, after {facts.step} optimizer steps{of}"
 
 
-def eval_section(cfg: RunConfig, facts: CardFacts) -> str:
-    if facts.eval_result is None:
-        return (
-            "## Evaluation\n\nNot evaluated: the run's `eval.json` describes its final weights, not this checkpoint. "
-            "Export again with `--eval` to score the run's held-out pairs with these weights.\n"
-        )
-    split = f"`{cfg.data.eval_split}` split" if cfg.data.eval_split else f"seeded {cfg.data.eval_fraction:.0%} hold-out"
-    origin = "at the end of the run" if facts.eval_origin == "run" else "when this folder was exported"
-    lines = [
-        "## Evaluation",
-        "",
-        f"Held-out pairs of `{cfg.data.source}` ({split}), scored {origin}. Accuracy is the share of pairs whose "
-        "chosen response gets the higher reward (a tie counts half); margin is the mean of r(chosen) - r(rejected).",
-        "",
-        "| subset | pairs | accuracy | mean margin | mean r(chosen) | mean r(rejected) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    rows = list(facts.eval_result["subsets"].items()) + [("**overall**", facts.eval_result["overall"])]
-    for name, m in rows:
-        keys = ("accuracy", "mean_margin", "mean_chosen_reward", "mean_rejected_reward")
-        lines.append(f"| {name} | {m['n']} | " + " | ".join(number(m.get(k)) for k in keys) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def number(value: float | None) -> str:
-    """A metric as the card shows it: 4 decimals, or "n/a" where eval.json has none (null: no pairs, or rewards
-    that were not finite)."""
-    return f"{value:.4f}" if isinstance(value, int | float) and math.isfinite(value) else "n/a"
-
-
 def normalization_section(facts: CardFacts) -> str:
     norm = facts.normalization
     if norm is None:
         return (
-            "## Reward scale\n\nRaw rewards: a Bradley-Terry model fixes only differences between rewards, so their "
+            "## Reward scale\n\nRaw rewards: a preference objective fixes only differences between rewards, so their "
             "offset and scale carry no meaning. Export with `--normalize` to store training-set statistics.\n"
         )
     return (
@@ -154,10 +131,24 @@ def normalization_section(facts: CardFacts) -> str:
     )
 
 
+def shown_config(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its local paths as `shown_path` writes them, for the card; the run config saved beside it keeps
+    them absolute (rm/export/folder.py: `write_folder`)."""
+    d, m, t = cfg.data, cfg.model, cfg.tokenizer
+    data = replace(d, source=shown_path(d.source), cache_dir=shown_path(d.cache_dir))
+    return replace(
+        cfg,
+        output_dir=shown_path(cfg.output_dir),
+        data=data,
+        model=replace(m, name_or_path=shown_path(m.name_or_path)),
+        tokenizer=replace(t, name_or_path=shown_path(t.name_or_path)),
+    )
+
+
 def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     m, t, d = cfg.model, cfg.train, cfg.data
     if m.name_or_path:
-        base = f"`{m.name_or_path}`"
+        base = f"`{shown_path(m.name_or_path)}`"
     else:
         r = m.random_init
         base = (
@@ -165,20 +156,20 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
             f"num_attention_heads {r.num_attention_heads})"
         )
     tok = cfg.tokenizer.name_or_path or m.name_or_path
-    tok = f"`{tok}`" if tok else f"byte-level BPE trained on the training data (vocab {cfg.tokenizer.vocab_size})"
-    loss = "-log sigmoid(r(chosen) - r(rejected)" + (" - margin)" if cfg.loss.use_margin else ")")
-    if cfg.loss.center_rewards_coef:
-        loss += f" + {cfg.loss.center_rewards_coef} * mean((r(chosen) + r(rejected))^2)"
+    size = f"at most {cfg.tokenizer.vocab_size} tokens"  # what was asked, where the true size is not at hand
+    size = f"vocabulary of {facts.vocab_size} tokens" if facts.vocab_size else size
+    tok = f"`{shown_path(tok)}`" if tok else f"byte-level BPE trained on the training data ({size})"
+    unit = batch_unit(grouped(cfg, run_report(cfg)))
     rows = [
         ("model", f"{facts.architecture}, {facts.n_parameters / 1e6:.2f}M parameters, from {base}"),
         ("weights", _weights_line(facts)),
         ("tokenizer", tok),
-        ("data", f"`{d.source}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
-        ("objective", f"Bradley-Terry: {loss}"),
+        ("data", f"`{shown_path(d.source)}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
+        *objective_rows(cfg, facts.davidson_nu),
         (
             "optimisation",
             f"AdamW, lr {t.lr:g} ({t.scheduler}, warm-up {t.warmup_ratio:g}), weight decay {t.weight_decay:g}, "
-            f"{t.batch_size} pairs per process x {t.grad_accum} accumulation",
+            f"{t.batch_size} {unit} per process x {t.grad_accum} accumulation",
         ),
         ("max length", f"{cfg.collator.max_length} tokens (prompt + response; see 'Tokenization' for longer ones)"),
     ]
@@ -192,11 +183,12 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
             )
         )
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
-    full = yaml.safe_dump(to_dict(cfg), sort_keys=False).rstrip()
+    full = yaml.safe_dump(to_dict(shown_config(cfg)), sort_keys=False).rstrip()
     return (
-        "## Training\n\nTrained with rm (pairwise Bradley-Terry reward modelling).\n\n"
+        f"## Training\n\nTrained with rm ({method(cfg, grouped(cfg, run_report(cfg)))}).\n\n"
         f"| | |\n| --- | --- |\n{table}\n\n"
-        f"<details><summary>Full run configuration (also in <code>{RUN_CONFIG}</code>)</summary>\n\n"
+        f"<details><summary>Full run configuration (also in <code>{RUN_CONFIG}</code>, local paths there "
+        "absolute)</summary>\n\n"
         f"```yaml\n{full}\n```\n\n</details>\n"
     )
 
@@ -268,7 +260,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     )
     return (
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
-        f"{eval_section(cfg, facts)}\n"
+        f"{eval_section(cfg, facts.eval_result, facts.eval_origin)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
         + outputs_section(names, facts.dropped, facts.sigma, cfg.model.head.reward_from_attributes)
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")

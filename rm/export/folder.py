@@ -224,6 +224,8 @@ def export_model(
         attributes=attribute_names(hf),
         dropped=dropped,
         sigma=getattr(hf.config, "attribute_sigma", None),
+        davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
+        vocab_size=len(tokenizer),
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -250,13 +252,15 @@ def export_model(
 def write_folder(
     tmp: Path, hf: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cfg: RunConfig, eval_result, facts
 ) -> None:
-    """The export's files, into `tmp`."""
+    """The export's files, into `tmp`. Its RUN_CONFIG keeps the run's local paths absolute, goes to the Hub with the
+    folder, and is the run's record: `rm eval` finds the training data there (its overlap warning), a push retry
+    compares it with the run's config. The card and reports show paths relative (`shown_path`), never this machine's."""
     hf.save_pretrained(tmp)
     write_modeling_file(hf, tmp)
     saved_tokenizer = export_tokenizer(tokenizer, cfg)
     saved_tokenizer.save_pretrained(tmp)
     folder = ExportDir(tmp)
-    write_config(cfg, folder.run_config)  # as the run keeps it: absolute paths, no one-time commands
+    write_config(cfg, folder.run_config)  # as the run keeps it: no one-time commands
     if eval_result is not None:
         write_eval(folder.eval_json, eval_result)
     write_text(folder.card, render_card(cfg, facts))

@@ -54,7 +54,7 @@ def test_skip_mode_run_writes_the_data_report_and_logs_the_counts(source, tmp_pa
     assert report["pairs"] == {"train": {"harmless-base": 14}, "eval": {"harmless-base": 4}}
     train = report["encoding"]["train"]
     assert (train["kept"], train["prompt_truncated"], train["dropped_too_long"]) == (13, 1, 1)
-    assert train["dropped_too_long_origins"] == [f"{source}/harmless-base/train.jsonl:14"]
+    assert train["dropped_too_long_origins"] == ["harmless-base/train.jsonl:14"]  # by subset folder: no machine path
     assert report["encoding"]["eval"]["kept"] == 4 and report["encoding"]["max_length"] == 64
     rows = [json.loads(line) for line in (out / "skipped.jsonl").read_text().splitlines()]
     assert [(r["action"], r["reason"], r["origin"].rsplit(":", 1)[1]) for r in rows] == [

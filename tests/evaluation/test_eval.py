@@ -13,7 +13,7 @@ from rm.cli import build_parser
 from rm.cli import main as cli_main
 from rm.cli.evaluate import eval_data
 from rm.config import DataConfig
-from rm.data.data_report import DataReport
+from rm.data.data_report import DataReport, shown_text
 from rm.data.load import eval_pairs, load_pairs, load_splits
 from rm.evaluation import metrics
 from rm.evaluation.eval_report import PLOTS, EvalOptions, describe_data
@@ -146,7 +146,7 @@ def test_pairs_too_long_are_dropped_and_listed(exported_tiny, synthetic_root, tm
     assert info["pairs_dropped_too_long"] == len(info["dropped"]) > 0
     assert result["overall"]["n"] + info["pairs_dropped_too_long"] == info["pairs_loaded"] == 60
     kept = {json.loads(line)["origin"] for line in (tmp_path / "rewards.jsonl").read_text().splitlines()}
-    assert kept.isdisjoint(info["dropped"])
+    assert {shown_text(origin) for origin in kept}.isdisjoint(info["dropped"])  # eval.json shows paths relative
     saved = json.loads((tmp_path / "eval.json").read_text())  # valid JSON: NaN written as null
     assert all(v is None or not (isinstance(v, float) and math.isnan(v)) for v in saved["overall"].values())
 

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 
 from conftest import HH_HARMLESS_TEST, plain_transformers_rewards
 from rm.cli import main as cli
+from rm.data.data_report import shown_path
 
 TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|> {{ m.content }}\n{% endfor %}"
@@ -99,7 +100,7 @@ def test_skip_mode_reports_the_skipped_records(exported_tiny, tmp_path, capsys):
     saved = json.loads((out / "eval.json").read_text())["eval"]
     n_bad = sum(saved["records_skipped"].values())
     assert n_bad >= len(bad) and f"skipped {n_bad} bad records" in console
-    assert {b["origin"] for b in saved["skipped"]} >= {f"{sample}:{keep.index(i) + 1}" for i in bad}
+    assert {b["origin"] for b in saved["skipped"]} >= {f"{shown_path(str(sample))}:{keep.index(i) + 1}" for i in bad}
 
 
 def test_holdout_takes_the_split_rule_of_the_run_that_trained_the_model(tmp_path):

@@ -10,6 +10,7 @@ import yaml
 from transformers.utils import logging as hf_logging
 
 from rm.config import DataConfig
+from rm.data.data_report import shown_path
 from rm.evaluation.eval_report import EvalOptions, evaluate_model
 
 OPTIONS = EvalOptions(batch_size=8, samples=50)
@@ -34,7 +35,7 @@ def test_scoring_the_training_file_is_said_and_its_held_out_share_is_not(trained
     with caplog.at_level(logging.WARNING, logger="rm"):
         result = evaluate_model(str(export), DataConfig(source=str(data), eval_split="test"), tmp_path / "a", OPTIONS)
     assert f"is the data {export} was trained on" in caplog.text and "--holdout 0.1" in caplog.text
-    assert result["eval"]["training_data"].startswith(str(data))
+    assert result["eval"]["training_data"].startswith(shown_path(str(data)))  # eval.json is shared
     caplog.clear()
     held_out = DataConfig(source=str(data), eval_split="", eval_fraction=0.1)
     with caplog.at_level(logging.WARNING, logger="rm"):

@@ -15,6 +15,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rm.cli import main as cli_main
 from rm.config import DataConfig
+from rm.data.data_report import shown_text
 from rm.data.formats.group import Group
 from rm.data.formats.pair import Pair
 from rm.data.load import load_pairs
@@ -72,7 +73,7 @@ def test_eval_counts_nonfinite_rewards_leaves_them_out_and_still_writes_the_repo
     saved = json.loads(text)
     info = saved["eval"]
     assert info["rewards_nonfinite"] == (~finite).sum()
-    assert info["nonfinite"] == [p.origin for p, ok in zip(pairs, finite.all(1), strict=True) if not ok]
+    assert info["nonfinite"] == [shown_text(p.origin) for p, ok in zip(pairs, finite.all(1), strict=True) if not ok]
     # The metrics are those of the pairs both of whose rewards are finite, and of them only.
     kept = finite.all(1)
     c, r = ref[kept].T

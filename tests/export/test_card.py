@@ -1,12 +1,15 @@
 """The model card: Hub metadata the Hub's own parser reads, an eval table with the eval.json numbers,
 and a usage snippet that is taken out of the card and run."""
 
+import json
 import re
 
+import card_runs
 import pytest
 import torch
 import yaml
 from huggingface_hub import ModelCard
+from transformers import AutoTokenizer
 
 from conftest import tiny_model
 from rm.config import RunConfig, load_config
@@ -181,3 +184,73 @@ def test_the_cards_example_is_a_held_out_pair_it_ranks_right_or_says_it_is_an_il
     assert "# An illustration, not one of the run's pairs: this model may rank it either way." in (
         (bare / "README.md").read_text()
     )
+
+
+@pytest.fixture(scope="session")
+def listwise_run(tmp_path_factory):
+    return card_runs.group_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def attribute_run(tmp_path_factory):
+    return card_runs.attribute_run(tmp_path_factory)
+
+
+def group_rows(result: dict) -> list[tuple[str, dict]]:
+    return [*result["subsets"].items(), ("**overall**", result["overall"])]
+
+
+@pytest.mark.slow
+def test_the_card_of_a_plackett_luce_davidson_run_states_its_objective_nu_groups_and_ranking_metrics(listwise_run):
+    """The card of such a run said Bradley-Terry, `-log sigmoid(r(chosen) - r(rejected))`, "32 pairs per process",
+    no nu, no group metrics, "a tie counts half" (tied pairs are left out), and the asked-for vocab_size."""
+    export = listwise_run / "export"
+    card = (export / "README.md").read_text()
+    saved, config = load_config(export / "rm_config.yaml"), json.loads((export / "config.json").read_text())
+    result = json.loads((listwise_run / "eval.json").read_text())
+    tags = front_matter(card)["tags"]
+    assert "plackett-luce" in tags and "davidson-ties" in tags and "bradley-terry" not in tags
+    assert "listwise Plackett-Luce reward modelling" in card and "pairwise Bradley-Terry" not in card
+    assert "| objective | Plackett-Luce: -log prod_i exp(r_i) / sum_(j ranked at or below i) exp(r_j)" in card
+    assert "sigmoid(r(chosen) - r(rejected))" not in card
+    assert f"nu = {config['rm_davidson_nu']:.4g}, learned with the model (config.json `rm_davidson_nu`)" in card
+    assert f"{saved.train.batch_size} groups per process" in card and "pairs per process" not in card
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    assert len(tokenizer) < saved.tokenizer.vocab_size and f"vocabulary of {len(tokenizer)} tokens" in card
+    overall = result["overall"]
+    assert overall["groups"] > 0 and overall["tied_pairs"] > 0 and "a tie counts half" not in card
+    assert f"Pairs the data ranks equal are left out of accuracy ({overall['tied_pairs']} tied pairs here" in card
+    for name, m in group_rows(result):
+        cells = [f"{m[k]:.4f}" for k in ("top1_accuracy", "best_of_k_accuracy", "kendall_tau")]
+        row = next(line for line in card.splitlines() if line.startswith(f"| {name} | {m['groups']} | "))
+        assert all(cell in row for cell in cells), (row, cells)
+
+
+@pytest.mark.slow
+def test_the_card_of_an_attribute_run_states_its_heads_their_loss_and_weight_and_the_reward_mix(attribute_run):
+    export = attribute_run / "export"
+    card = (export / "README.md").read_text()
+    saved, config = load_config(export / "rm_config.yaml"), json.loads((export / "config.json").read_text())
+    head, loss = saved.model.head, saved.loss
+    names = ", ".join(f"`{n}`" for n in head.attributes)
+    assert "attribute-regression" in front_matter(card)["tags"] and "bradley-terry" in front_matter(card)["tags"]
+    assert f"| attributes | outputs 1..{len(head.attributes)} ({names}) regress the responses' ratings by " in card
+    assert (
+        "Gaussian negative log-likelihood" in card and f"weight {loss.attribute_coef:g} (`loss.attribute_coef`)" in card
+    )
+    mix = " + ".join(f"{w:g} * `{n}`" for n, w in head.reward_from_attributes.items())
+    assert f"| reward | reward = {mix} (`model.head.reward_from_attributes`)" in card
+    assert f"plus {loss.center_rewards_coef:g} * (r(chosen) + r(rejected))^2" in card
+    assert all(f"(learned noise sigma {s:.4g})" in card for s in config["attribute_sigma"].values())
+    assert f"{saved.train.batch_size} pairs per process" in card and "top-1 accuracy" not in card
+    assert "a pair given two equal rewards counts half" in card
+
+
+def test_the_objective_row_says_margin_soft_labels_and_a_fixed_nu_where_they_are_set():
+    cfg = load_config(overrides=["loss.use_margin=true", "loss.strength=soft", "loss.strength_max=3"])
+    card = render_card(cfg, facts(step=1, final_step=1))
+    assert "Bradley-Terry: -log sigmoid(d), d = r(chosen) - r(rejected) - margin" in card
+    assert "soft label p = 0.5 + s / (2 * 3)" in card and "soft-labels" in front_matter(card)["tags"]
+    davidson = load_config(overrides=["loss.ties=davidson", "loss.davidson_nu=0.5"])
+    fixed = render_card(davidson, facts(step=1, final_step=1))
+    assert "nu = 0.5, fixed (`loss.davidson_nu`)" in fixed and "davidson-ties" in front_matter(fixed)["tags"]

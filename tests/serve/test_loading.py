@@ -12,6 +12,7 @@ from serving import client, scorer_for
 from conftest import tiny_model
 from rm.config import ModelConfig, RandomInitConfig, RunConfig
 from rm.config.rundir import write_config
+from rm.data.data_report import shown_path
 from rm.model.reward import RewardModel
 
 TEXTS = ["\n\nHuman: Say hi.\n\nAssistant: Hi!", "\n\nHuman: Count.\n\nAssistant: 1 2 3"]
@@ -76,4 +77,4 @@ def test_rm_eval_of_a_run_directory_is_rm_eval_of_its_export(exported_tiny, synt
         assert cli([*argv, "--bootstrap-samples", "20"]) == 0
         results.append(json.loads((tmp_path / name / "eval.json").read_text()))
     assert results[0]["overall"] == results[1]["overall"]  # the same folder loaded: the same numbers, exactly
-    assert results[0]["eval"]["model"] == str(run / "export")
+    assert results[0]["eval"]["model"] == shown_path(str(run / "export"))  # no path of this machine
