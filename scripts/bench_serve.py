@@ -54,7 +54,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+sys.path.insert(1, str(REPO / "scripts"))
+
+from get_hh_data import hh_data_root  # noqa: E402
+
+DEFAULT_DATA = hh_data_root() / "harmless-base" / "test.jsonl.gz"  # $RM_HH_DATA, make data, or ../shared
 MAX_LENGTH = 512
 VOCAB = 8192
 GROUP = 8

@@ -39,8 +39,11 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(REPO / "scripts"))
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+from get_hh_data import hh_data_root  # noqa: E402
+
+DEFAULT_DATA = hh_data_root() / "harmless-base" / "test.jsonl.gz"  # $RM_HH_DATA, make data, or ../shared
 # The benchmark model: Llama, hidden 256, 4 layers, 4 heads, vocab from a BPE trained on the data.
 MODEL = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 688}
 # Random Llamas of two widths: ~5M and ~30M parameters with an 8k vocabulary (`--size`).

@@ -10,7 +10,8 @@
 #
 #   scripts/check_clients.sh [VENV_DIR]     # default /work/venvs (or $CLIENT_VENVS); `make clients`
 #
-# Needs: the real HH-RLHF file ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz beside the clone (the cases
+# Needs: the real HH-RLHF file harmless-base/test.jsonl.gz where scripts/get_hh_data.py finds it ($RM_HH_DATA,
+# data/hh-rlhf after `make data`, or ../shared/data/hh-rlhf beside the clone; the cases
 # scripts/clients/make_exports.py scores; it stops at once without it), and about 35 minutes.
 # Venvs are reused once built (delete VENV_DIR/rm-client-* to rebuild). First run: about 10 minutes of pip.
 set -uo pipefail
@@ -22,8 +23,8 @@ RM_PY=${RM_PY:-$REPO/.venv/bin/python}      # rm's own venv: trains, exports, ru
 WORK=${WORK:-$(mktemp -d)}
 TOL=1e-4
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
-HH=$REPO/../shared/data/hh-rlhf/harmless-base/test.jsonl.gz   # the path make_exports.py reads
-[ -f "$HH" ] || { echo "error: $HH not found: the client checks score its real HH conversations" >&2; exit 1; }
+HH=$("$RM_PY" -c "import sys; sys.path.insert(0, '$REPO/scripts'); from get_hh_data import hh_data_root; print(hh_data_root())")/harmless-base/test.jsonl.gz   # what make_exports.py reads
+[ -f "$HH" ] || { echo "error: $HH not found: the client checks score its real HH conversations (make data, or set RM_HH_DATA)" >&2; exit 1; }
 mkdir -p "$VENVS" "$WORK/logs"
 
 # build NAME PIP_ARGS...: a venv with torch pinned first, then the client; a failed install is remembered.

@@ -32,10 +32,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(REPO / "scripts"))
+
+from get_hh_data import hh_data_root  # noqa: E402
 
 from rm.data.formats.hh import HUMAN, split_pair  # noqa: E402
 
-DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+DEFAULT_SOURCE = hh_data_root() / "harmless-base" / "test.jsonl.gz"  # $RM_HH_DATA, make data, or ../shared
 ORDER = ("chosen", "rejected", "other prompt's chosen", "other prompt's rejected")
 
 

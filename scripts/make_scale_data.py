@@ -23,9 +23,13 @@ import argparse
 import gzip
 import json
 import random
+import sys
 from pathlib import Path
 
-DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from get_hh_data import hh_data_root  # noqa: E402
+
+DEFAULT_SOURCE = hh_data_root() / "harmless-base" / "test.jsonl.gz"  # $RM_HH_DATA, make data, or ../shared
 SUBSETS = ("harmless-base", "helpful-base", "helpful-online", "helpful-rejection-sampled")
 HUMAN = "\n\nHuman: "
 VARIANTS = ("rotated", "tagged")

@@ -119,7 +119,9 @@ def load(cfg: RunConfig, source: RunConfig, tokenizer: PreTrainedTokenizerBase |
     named = cfg.tokenizer.name_or_path or cfg.model.name_or_path
     out, named_tokenizer = Path(cfg.output_dir), tokenizer if named else None
     loaded = load_data(source.data, out, named_tokenizer)
-    log.info("data: %d train + %d eval pairs loaded", len(loaded.train), len(loaded.eval))
+    grouped = any(len(responses_of(x)) > 2 for x in (*loaded.train, *loaded.eval))
+    unit = "groups" if grouped else "pairs"
+    log.info("data: %d train + %d eval %s loaded", len(loaded.train), len(loaded.eval), unit)
     return loaded
 
 

@@ -27,8 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(REPO / "scripts"))
 
 import torch  # noqa: E402
+from get_hh_data import hh_data_root  # noqa: E402
 from tokenizers import processors  # noqa: E402
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -41,7 +43,7 @@ from rm.training.run import main as train  # noqa: E402
 
 ATTRIBUTES = ("helpfulness", "verbosity")
 REFUSAL_WORDS = frozenset({"sorry", "no", "not", "won't", "can't"})
-HH = REPO.parent / "shared" / "data" / "hh-rlhf" / "harmless-base" / "test.jsonl.gz"
+HH = hh_data_root() / "harmless-base" / "test.jsonl.gz"  # $RM_HH_DATA, make data, or ../shared
 MAX_LENGTH = 256
 N_CASES = 16
 RUN = [

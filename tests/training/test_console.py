@@ -41,6 +41,7 @@ def test_a_group_run_counts_groups_and_ends_with_its_rankings_and_suite_scores(t
     said = [r.getMessage() for r in caplog.records]
     line = next(m for m in said if m.startswith("data: ") and " train " in m and "loaded" not in m)  # not the load's
     assert "train groups (K=2-5) {" in line and f", {groups} eval groups (K=" in line and "pairs" not in line
+    assert any(m.startswith("data: ") and m.endswith(" eval groups loaded") for m in said)  # the load's line too
 
     # The summary shows the group metrics eval.json holds, per subset and overall, and the suite's last score.
     summary = out[out.index("held-out accuracy after 4 steps") :]
