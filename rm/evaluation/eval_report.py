@@ -42,11 +42,12 @@ from rm.data.load import Example, eval_pairs
 from rm.errors import DataError
 from rm.evaluation import metrics
 from rm.evaluation.attribute_metrics import gathered_block
-from rm.evaluation.eval_result import best_and_others, build_result, describe_data, strict_pairs, training_overlap
+from rm.evaluation.eval_result import build_result, describe_data, training_overlap
 from rm.evaluation.gather import shut_down
-from rm.evaluation.report import plots
+from rm.evaluation.report.figure_kit import save
 from rm.evaluation.report.html_page import render_html
 from rm.evaluation.report.markdown import has_groups, render_markdown
+from rm.evaluation.report.page_figures import report_figures
 from rm.evaluation.soft_calibration import gathered_calibration
 from rm.evaluation.split_rewards import item_attributes, item_rewards, nonfinite_rewards, reward_rows, score_split
 from rm.evaluation.summary import label_blocks
@@ -269,19 +270,7 @@ def write_report(
     metrics.write_eval(out / EVAL, result)
     rows = reward_rows(kept, rewards, outputs)
     write_text(out / "rewards.jsonl", "".join(json.dumps(metrics.json_safe(r), allow_nan=False) + "\n" for r in rows))
-    hist = best_and_others(kept, rewards, list(result["subsets"]))
-    grouped = has_groups(result["overall"])
-    labels = ("best-ranked", "others") if grouped else ("chosen", "rejected")
-    lengths = strict_pairs(kept, rewards)[1:]
-    plots.accuracy_plot(result, out / PLOTS[0])
-    plots.calibration_plot(result, out / PLOTS[1])
-    plots.reward_hist_plot(hist, result, out / PLOTS[2], labels=labels)
-    plots.length_plot(result, lengths, out / PLOTS[3], seed=seed)
-    if grouped:
-        plots.group_plot(result, out / GROUP_PLOT)
-    if fits is not None:
-        plots.attribute_plot(result, *fits, out / ATTRIBUTE_PLOT, seed=seed)
+    drawn = report_figures(result, kept, rewards, seed, fits)  # the figures a test checks are the ones written
+    figures = {name: save(figure, out / name) for name, figure in drawn.items()}
     write_text(out / "report.md", render_markdown(result))
-    drawn = PLOTS + ((GROUP_PLOT,) if grouped else ()) + ((ATTRIBUTE_PLOT,) if fits is not None else ())
-    figures = {name: out / name for name in drawn}
     write_text(out / "report.html", render_html(result, kept, rewards, figures))

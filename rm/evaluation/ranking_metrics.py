@@ -12,10 +12,16 @@
   corrects for ties on either side); a group with no order on one side has none and is left out.
 - `accuracy_ci95`: a percentile bootstrap over prompts, not pairs: the pairs of one prompt share its text
   and are not independent, so resampling pairs would give intervals too narrow. For groups of two it is
-  the pairwise bootstrap of rm/evaluation/metrics.py, draw for draw.
+  the pairwise bootstrap of rm/evaluation/metrics.py, draw for draw. `top1_ci95` and `best_of_k_ci95` resample
+  prompts the same way.
+- `top1_chance`, `best_of_k_chance`: what random rewards (independent, continuous) score on the same groups,
+  the bar a model must clear: a group of K responses with B best-ranked ones gives B / K for top-1 and
+  1 / C(K, B) for best-of-K (1/K with one best answer, 0.25 for RewardBench 2's best-of-4).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -133,7 +139,7 @@ def score_flat(
     }
     nan = np.full(groups, np.nan)
     if not groups:
-        return out | {"top1": nan, "best_of_k": nan, "tau": nan}
+        return out | {"top1": nan, "best_of_k": nan, "tau": nan, "top1_chance": nan, "best_of_k_chance": nan}
     top = r == extreme(np.maximum, r)[group]  # [responses]: has its group's highest reward
     best = q == extreme(np.minimum, q)[group]  # ranked best in its group
     others = size - np.bincount(group, best, minlength=groups)
@@ -153,10 +159,16 @@ def score_flat(
     denominator = np.sqrt((n0 - tied_r) * (n0 - tied_q))
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = np.where(denominator > 0, concordant / denominator, np.nan)
+    n_best = size - others
+    ways = np.array([math.comb(int(k), int(b)) for k, b in zip(size, n_best, strict=True)], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # an empty group: 0 / 0, left out by `others` below
+        top1_chance = n_best / size
     return out | {
         "top1": np.where(others > 0, top_best, np.nan),
         "best_of_k": np.where(others > 0, (lowest_best > highest_other).astype(np.float64), np.nan),
         "tau": tau,
+        "top1_chance": np.where(others > 0, top1_chance, np.nan),
+        "best_of_k_chance": np.where(others > 0, 1.0 / np.maximum(ways, 1.0), np.nan),
     }
 
 
@@ -178,14 +190,29 @@ def summarize_scores(
         np.bincount(prompt, sums, prompts), np.bincount(prompt, counts, prompts), samples=samples, seed=seed
     )
     ties, strict = int(scores["ties"].sum()), int(counts.sum())
+
+    def rate_ci(values: np.ndarray) -> list[float]:
+        """The interval of a per-group rate (top-1, best-of-K) over the groups that have one, prompts resampled."""
+        has = np.isfinite(values)
+        per_prompt = np.bincount(prompt, np.where(has, values, 0.0), prompts), np.bincount(prompt, has, prompts)
+        return list(ratio_bootstrap_ci(*per_prompt, samples=samples, seed=seed))
+
+    def mean_of(values: np.ndarray) -> float:
+        return float(np.nanmean(values)) if np.isfinite(values).any() else nan
+
+    chance = {k: scores.get(k, np.full(groups, nan)) for k in ("top1_chance", "best_of_k_chance")}
     return {
         "accuracy": float(sums.sum() / strict) if strict else nan,
         "n": strict,
         "groups": groups,
         "prompts": prompts,
         "accuracy_ci95": [lo, hi],
-        "top1_accuracy": float(np.nanmean(top1)) if np.isfinite(top1).any() else nan,
-        "best_of_k_accuracy": float(np.nanmean(best)) if np.isfinite(best).any() else nan,
+        "top1_accuracy": mean_of(top1),
+        "top1_ci95": rate_ci(top1),
+        "top1_chance": mean_of(chance["top1_chance"]),
+        "best_of_k_accuracy": mean_of(best),
+        "best_of_k_ci95": rate_ci(best),
+        "best_of_k_chance": mean_of(chance["best_of_k_chance"]),
         "kendall_tau": float(np.nanmean(taus)) if np.isfinite(taus).any() else nan,
         "tied_pairs": ties,
         "tie_mean_abs_diff": float(scores["tie_gap"].sum() / ties) if ties else nan,

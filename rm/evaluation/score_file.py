@@ -182,6 +182,7 @@ def score_file(
     )
     final = Path(output_path)
     partial = final.with_name(final.name + ".partial")
+    final.parent.mkdir(parents=True, exist_ok=True)  # as `rm eval --out` makes its folder
     opener = gzip.open if final.name.endswith(".gz") else open  # by the final name: .partial is appended
     try:
         with opener(partial, "wt", encoding="utf-8", newline="") as out:

@@ -114,7 +114,7 @@ class Metric:
 
 
 EVAL_KEYS = {"overall", "subsets", "attributes", "soft_calibration", "calibration", "eval", "suite", "length_bins"}
-EVAL_KEYS |= {"scored", "scores"}
+EVAL_KEYS |= {"scored", "scores", "suites"}  # "suites": a training run's last leaderboard scores
 _METRICS: dict[str, Metric] = {}
 
 

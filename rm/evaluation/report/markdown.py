@@ -11,10 +11,15 @@ from __future__ import annotations
 import math
 
 from rm.evaluation.attribute_metrics import attribute_lines
+from rm.evaluation.report.suite_text import against_chance, ci_text, subset_sections, suite_markdown
+
+PAIR_CHANCE = 0.5
+"""Pairwise accuracy of random rewards: the bar every accuracy is read against."""
 
 
 def _rows(result: dict) -> list[tuple[str, dict]]:
-    return list(result["subsets"].items()) + [("overall", result["overall"])]
+    """Subsets grouped by a suite's sections (`subset_sections`), then overall."""
+    return [(name, result["subsets"][name]) for name in subset_sections(result)] + [("overall", result["overall"])]
 
 
 def has_groups(summary: dict) -> bool:
@@ -58,14 +63,18 @@ Table = tuple[list[str], list[str], list[list[str]]]
 """(header, alignment, rows): cells as plain text; an alignment cell is markdown's `---` (left) or `---:` (right)."""
 
 ACCURACY_TEXT = [
-    "A pair is right when r_chosen > r_rejected (a tie counts half). *Longer wins* is how often the chosen",
-    "response is the longer one; the *length rule* is the better of always picking the longer or always the",
-    "shorter response. A reward model should beat the length rule by more than its interval.",
+    "A pair is right when r_chosen > r_rejected. *Chance*: random rewards get half the pairs right. *Longer wins*",
+    "is how often the chosen response is the longer one; the *length rule* is the better of always picking the",
+    "longer or always the shorter response. A reward model should beat the length rule by more than its interval",
+    "(*beats it?*: the interval lies above it). *Against chance*: the interval lies above chance, BELOW it, or holds",
+    "it (*within reach*: random rewards could have scored this).",
 ]
 GROUP_TEXT = [
     "Accuracy above is over every strictly ordered pair of a group, the better response as the chosen one;",
     "tied pairs are not in it. *Top-1*: the highest reward went to a best-ranked response. *Best-of-K*: every",
-    "best-ranked response beats every other one (RewardBench 2's count). *Kendall tau*: tau-b between rewards",
+    "best-ranked response beats every other one (RewardBench 2's count). Their *chance* is what random rewards score",
+    "on the same groups: B/K for top-1 and 1/C(K, B) for best-of-K (1/K for one best of K), B the best-ranked ones;",
+    "their intervals resample prompts, as accuracy's do. *Kendall tau*: tau-b between rewards",
     "and ranks, the mean over groups. The mean absolute reward difference of tied pairs stands beside that of",
     "strict pairs (a model that sees the ties scores them closer).",
 ]
@@ -82,7 +91,7 @@ ATTRIBUTE_TEXT = [
     "Each attribute output (config.json's `id2label[1:]`; output 0 is the reward) against the records' scores of",
     "that name: RMSE, Pearson's r and Spearman's rho (ties share their mean rank) over the responses that have a",
     "score; *missing* counts those without one (left out). *AUC* (an attribute scored only 0 or 1): how often the",
-    "output ranks a response scored 1 above one scored 0 (a tie counts half).",
+    "output ranks a response scored 1 above one scored 0.",
 ]
 
 
@@ -93,15 +102,16 @@ def md_table(table: Table) -> list[str]:
 
 def accuracy_table(result: dict) -> Table:
     """Accuracy with its interval, calibration and the length baseline, per subset and overall."""
-    head = ["subset", "n", "accuracy", "95% CI", "ECE", "longer wins", "length rule", "beats it?",
-            "acc. when chosen longer (n)", "acc. when chosen shorter (n)"]  # fmt: skip
-    align = ["---", "---:", "---:", "---", "---:", "---:", "---", "---", "---:", "---:"]
+    head = ["subset", "n", "accuracy", "95% CI", "chance", "against chance", "ECE", "longer wins", "length rule",
+            "beats it?", "acc. when chosen longer (n)", "acc. when chosen shorter (n)"]  # fmt: skip
+    align = ["---", "---:", "---:", "---", "---:", "---", "---:", "---:", "---", "---", "---:", "---:"]
     rows = []
     for name, m in _rows(result):
         lo, hi = m["accuracy_ci95"]
-        beats = "yes" if lo > m["length_rule_accuracy"] else "no (within or below the CI)"
+        beats = "yes" if lo > m["length_rule_accuracy"] else "no"
         rows.append([
-            name, str(m["n"]), _f(m["accuracy"]), f"[{_f(lo)}, {_f(hi)}]", _f(m["ece"]), _f(m["longer_chosen_rate"]),
+            name, str(m["n"]), _f(m["accuracy"]), f"[{_f(lo)}, {_f(hi)}]", _f(PAIR_CHANCE),
+            against_chance([lo, hi], PAIR_CHANCE), _f(m["ece"]), _f(m["longer_chosen_rate"]),
             f"{m['length_rule']}: {_f(m['length_rule_accuracy'])}", beats,
             f"{_f(m['accuracy_chosen_longer'])} ({m['n_chosen_longer']})",
             f"{_f(m['accuracy_chosen_shorter'])} ({m['n_chosen_shorter']})",
@@ -111,15 +121,17 @@ def accuracy_table(result: dict) -> Table:
 
 def group_table(result: dict) -> Table:
     """The group metrics per subset and overall (data with groups of three or more, or ties)."""
-    head = ["subset", "groups", "prompts", "pairs", "accuracy", "top-1", "best-of-K", "Kendall tau", "tied pairs",
-            "tied: mean abs. diff", "strict: mean abs. diff"]  # fmt: skip
+    head = ["subset", "groups", "prompts", "pairs", "accuracy", "top-1", "top-1 95% CI", "top-1 chance", "best-of-K",
+            "best-of-K 95% CI", "best-of-K chance", "Kendall tau", "tied pairs", "tied: mean abs. diff",
+            "strict: mean abs. diff"]  # fmt: skip
     rows = [
         [name, str(m["groups"]), str(m["prompts"]), str(m["n"]), _f(m["accuracy"]), _f(m["top1_accuracy"]),
-         _f(m["best_of_k_accuracy"]), _f(m["kendall_tau"]), str(m["tied_pairs"]), _f(m["tie_mean_abs_diff"]),
-         _f(m["strict_mean_abs_diff"])]
+         ci_text(m.get("top1_ci95")), _f(m.get("top1_chance")), _f(m["best_of_k_accuracy"]),
+         ci_text(m.get("best_of_k_ci95")), _f(m.get("best_of_k_chance")), _f(m["kendall_tau"]), str(m["tied_pairs"]),
+         _f(m["tie_mean_abs_diff"]), _f(m["strict_mean_abs_diff"])]
         for name, m in _rows(result)
     ]  # fmt: skip
-    return head, ["---"] + ["---:"] * 10, rows
+    return head, ["---"] + ["---:"] * (len(head) - 1), rows
 
 
 def calibration_table(result: dict) -> Table:
@@ -187,9 +199,25 @@ def header_lines(result: dict) -> list[str]:
         scored_line(o, e)[2:],
         f"bad records skipped (--on-bad-record skip): {sum(e['records_skipped'].values())} "
         f"{e['records_skipped'] or ''} (listed in eval.json)",
-        f"intervals: {e['bootstrap']['method']} bootstrap over prompts ({o['prompts']}), "
+        f"intervals: 95%, {e['bootstrap']['method']} bootstrap over prompts ({o['prompts']}), "
         f"{e['bootstrap']['samples']} resamples, seed {e['bootstrap']['seed']}; lengths in {e['length_unit']}",
+        tie_rule(result),
     ]
+
+
+def tie_rule(result: dict) -> str:
+    """How a tie of rewards counts, said once for the whole report: rm's rule (rm/evaluation/metrics.py `correct`,
+    ranking_metrics.py), and a suite's own where its leaderboard counts otherwise (rm/suites/rewardbench.py)."""
+    rule = (
+        "ties: a reward tie counts half (a tied pair is half right, in accuracy, calibration and AUC alike; top-1 "
+        "is shared among the responses tied highest); best-of-K needs the best-ranked strictly above every other"
+    )
+    suite = (result.get("suite") or {}).get("name")
+    if suite in ("rewardbench", "rm-bench"):
+        rule += f"; {suite}'s own figures count a tie wrong, as its leaderboard does"
+    elif suite == "rewardbench2":
+        rule += "; rewardbench2's best-of-4 shares a tie at the top, as its leaderboard does"
+    return rule
 
 
 def render_markdown(result: dict) -> str:
@@ -198,7 +226,7 @@ def render_markdown(result: dict) -> str:
     o = result["overall"]
     md = ["# Reward model evaluation", "", *(f"- {line}" for line in header_lines(result)), ""]
     if result.get("suite"):
-        md += suite_markdown(result["suite"])
+        md += suite_markdown(result["suite"], md_table)
     md += ["## Accuracy", "", *ACCURACY_TEXT, "", *md_table(accuracy_table(result))]
     md += ["", "![accuracy per subset](accuracy.png)", ""]
     if has_groups(o):
@@ -229,57 +257,3 @@ def scored_line(o: dict, e: dict) -> str:
         f"- groups: {o['groups']} scored of {e['pairs_loaded']} loaded ({o['prompts']} prompts, {o['n']} strictly "
         f"ordered pairs, {o['tied_pairs']} tied pairs); {dropped}; {lost} responses left their groups to fit"
     )
-
-
-def _cell(x: object) -> str:
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    return _f(x, 4) if isinstance(x, float) or x is None else str(x)
-
-
-def suite_facts(suite: dict) -> list[str]:
-    """A suite's overall figure, how its texts were rendered, and its notes (report.md's list items)."""
-    facts = [f"score: {_cell(suite.get('score'))} ({suite['name']}'s overall figure, as its leaderboard reports it)"]
-    if suite.get("prior_sets") is not None:
-        facts.append(f"prior sets: {_cell(suite['prior_sets'])} (the optional fifth figure, outside the score)")
-    form = suite.get("formatting") or {}
-    if form:
-        same = "the same as" if form.get("same_as_leaderboard") else "NOT the same as (its numbers may differ)"
-        facts.append(f"formatting: {form.get('renderer')}, {same} the leaderboard's: {form.get('leaderboard')}")
-    facts.append(f"texts cut to max_length (never dropped): {suite.get('texts_truncated', 0)}")
-    return facts + list(suite.get("notes") or [])
-
-
-def suite_tables(suite: dict) -> list[tuple[str, Table]]:
-    """(title, table) for a suite's sections (a domain's easy / normal / hard for RM-Bench), its subsets and
-    RM-Bench's style matrices."""
-    sections = suite.get("sections") or {}
-    nested = any(isinstance(v, dict) for v in sections.values())
-    keys = list(dict.fromkeys(k for v in sections.values() if isinstance(v, dict) for k in v))
-    rows = [[name, *([_cell(v.get(k)) for k in keys] if nested else [_cell(v)])] for name, v in sections.items()]
-    head = ["domain", *keys] if nested else ["section", "score"]
-    tables = [("Sections", (head, ["---"] + ["---:"] * (len(head) - 1), rows))]
-    subsets = suite.get("subsets") or {}
-    keys = list(dict.fromkeys(k for v in subsets.values() for k in v))
-    rows = [[name, *(_cell(m.get(k)) for k in keys)] for name, m in subsets.items()]
-    tables.append(("Subsets", (["subset", *keys], ["---"] * (len(keys) + 1), rows)))
-    tables = [(title, table) for title, table in tables if table[2]]  # a suite without subsets shows none
-    matrix = suite.get("matrix") or {}
-    styles = list(matrix.get("styles") or [])
-    for domain, cells in (matrix.get("domains") or {}).items():
-        corner = f"{matrix.get('rows', 'row')} \\ {matrix.get('columns', 'column')}"
-        rows = [[style, *(_cell(x) for x in row)] for style, row in zip(styles, cells, strict=False)]
-        tables.append((f"Style matrix: {domain}", ([corner, *styles], ["---"] + ["---:"] * len(styles), rows)))
-    return tables
-
-
-def suite_markdown(suite: dict) -> list[str]:
-    md = [f"## Suite: {suite['name']}", "", *(f"- {fact}" for fact in suite_facts(suite)), ""]
-    for title, table in suite_tables(suite):
-        md += [f"### {title}", "", *md_table(table), ""]
-    example = (suite.get("formatting") or {}).get("example")
-    if example:
-        runs = [len(line.strip()) for line in example.split("\n") if set(line.strip()) == {"`"}]  # a fence inside
-        fence = "`" * max(3, 1 + max(runs, default=0))
-        md += ["A text as the model saw it:", "", f"{fence}text", example, fence, ""]
-    return md

@@ -16,10 +16,14 @@ h2 { margin-top: 1.8em; border-bottom: 1px solid var(--line); padding-bottom: 0.
 code, pre { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
 table { border-collapse: collapse; margin: 0.6em 0; }
 th, td { border: 1px solid var(--line); padding: 0.25em 0.6em; text-align: left; }
+td { white-space: nowrap; }
 th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.overall td { font-weight: 600; background: #f8fbff; }
 img { max-width: 100%; height: auto; display: block; margin: 0.6em 0; }
+tr.section th { background: #e8eef6; text-align: left; }
+td.against { white-space: nowrap; }
+td.below { color: var(--bad); font-weight: 600; }
 p.note, li.note { color: #555; }
 .controls { display: flex; gap: 1.5em; align-items: center; flex-wrap: wrap; padding: 0.6em 0;
             position: sticky; top: 0; background: white; border-bottom: 1px solid var(--line); z-index: 1; }
@@ -29,6 +33,7 @@ article.item { border: 1px solid var(--line); border-left: 5px solid var(--blue)
 article.item.wrong { border-left-color: var(--bad); }
 article.item header { display: flex; gap: 1.2em; flex-wrap: wrap; font-size: 13px; color: #444; }
 article.item header .margin { font-weight: 600; }
+article.item header .where { color: #777; }
 article.item.wrong header .margin { color: var(--bad); }
 .responses { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 0.8em; }
 .response h4 { margin: 0.4em 0 0.2em; font-size: 13px; }
@@ -69,7 +74,8 @@ SCRIPT = """
     box.dataset.origin = item.origin;
     box.dataset.subset = item.subset;
     const head = el("header");
-    head.append(el("span", "subset", item.subset), el("span", "origin", item.origin),
+    head.append(el("span", "subset", item.subset), el("span", "origin", item.id ? "id " + item.id : item.where),
+                el("span", "where", item.id ? item.where : ""),
                 el("span", "margin", "margin " + num(item.margin)),
                 el("span", "right", item.right + " of " + item.pairs + " ordered pairs right"));
     const prompt = el("details", "prompt");
@@ -78,7 +84,8 @@ SCRIPT = """
     const row = el("div", "responses");
     for (const r of item.responses) {
       const column = el("section", "response " + (r.best ? "best" : "other"));
-      column.append(el("h4", "", r.label + ": reward " + num(r.reward) + " (" + chars(r.chars) + ")"),
+      const place = r.place === null ? "" : "#" + r.place + " by reward, ";
+      column.append(el("h4", "", place + r.label + ": reward " + num(r.reward) + " (" + chars(r.chars) + ")"),
                     el("pre", "text", clipped(r.text, r.cut, false)));
       row.append(column);
     }
