@@ -1,19 +1,17 @@
 """Rebuilding a run's reward model from its directory: config, tokenizer, and one set of weights.
 
-A run directory holds `config.yaml`, the tokenizer it trained (`tokenizer/`, random-init models
-only), `eval.json`, the end-of-run `export/` and `checkpoints/step-N/` written by
-`accelerator.save_state`. A checkpoint's `model.safetensors` holds the `RewardModel` wrapper's state,
-so every key carries the wrapper's `hf.` prefix. The model is rebuilt with the same `build_model` call
-training made (same class, same shapes, same names) and the weights are loaded into it strictly:
-a missing or unexpected key stops the export instead of leaving a randomly initialised tensor.
+A run directory holds `config.yaml`, the tokenizer it trained (`tokenizer/`, random-init models only), `eval.json`,
+the end-of-run `export/` and `checkpoints/step-N/` written by `accelerator.save_state`. A checkpoint's
+`model.safetensors` holds the `RewardModel` wrapper's state, so every key carries the wrapper's `hf.` prefix. The
+model is rebuilt with the same `build_model` call training made (same class, same shapes, same names) and the weights
+are loaded into it strictly: a missing or unexpected key stops the export instead of leaving a random tensor.
 
-LoRA checkpoints carry peft's own `adapter_config.json` (`LoraConfig.save_pretrained`) in the
-checkpoint directory or the run directory; with it the model is wrapped the same way before loading,
-so that the LoRA and `modules_to_save` tensors find their places, and merged later by the export.
+LoRA checkpoints carry peft's own `adapter_config.json` (`LoraConfig.save_pretrained`) in the checkpoint directory
+or the run directory; with it the model is wrapped the same way before loading, so that the LoRA and
+`modules_to_save` tensors find their places, and merged later by the export.
 
-Weights that are finite but score non-finite rewards (a diverged run: train.lr=1e30 leaves weights near 5e29) are
-never exported or served: training marks such a checkpoint in its trainer_state.json (`diverged_mark`), and a run's
-final weights whose eval.json holds non-finite mean rewards are refused the same way (`Source.refuse_diverged`).
+Finite weights that score non-finite rewards (a diverged run) are never exported or served: training marks such a
+checkpoint (`diverged_mark`); final weights with non-finite eval.json mean rewards are refused (`refuse_diverged`).
 """
 
 from __future__ import annotations
@@ -36,6 +34,8 @@ from rm.errors import ConfigError, ExportError
 from rm.export.outputs import note_attribute_sigma
 from rm.model.build import build_model
 from rm.model.group_loss import learned_nu
+from rm.model.lora import peft_model
+from rm.model.pretrained import fresh_head_load
 from rm.model.reward import transformers_model
 from rm.tokens.tokenizer import load_tokenizer, training_tokenizer
 
@@ -280,12 +280,13 @@ def load_model(source: Source, tokenizer: PreTrainedTokenizerBase) -> PreTrained
     model_cfg = source.cfg.model
     if kept and len(kept.get("id2label") or {0: "reward"}) == 1 and model_cfg.head.attributes:
         model_cfg = replace(model_cfg, head=replace(model_cfg.head, attributes=[], attribute_scales={}))
-    hf = build_model(model_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    with fresh_head_load(model_cfg.name_or_path):  # the checkpoint's weights replace all of it below
+        hf = build_model(model_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     model: torch.nn.Module = hf
     if source.adapter_dir is not None:
-        from peft import PeftConfig, get_peft_model
+        from peft import PeftConfig
 
-        model = get_peft_model(hf, PeftConfig.from_pretrained(str(source.adapter_dir)))
+        model = peft_model(hf, PeftConfig.from_pretrained(str(source.adapter_dir)))
     load_weights(model, source.weights)
     for key in ("rm_davidson_nu", "attribute_sigma"):
         if key in kept:

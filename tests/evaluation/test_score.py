@@ -232,6 +232,8 @@ def test_score_cli(exported_tiny, tmp_path, capsys):
     assert len((tmp_path / "attempts.scored.jsonl").read_text().splitlines()) == 4
     assert cli_main(args + [str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl: cannot read" in capsys.readouterr().err
+    new = tmp_path / "new" / "folder" / "scores.jsonl"  # --out into a folder not made yet: made, as rm eval's --out
+    assert cli_main(args + [str(src), "--out", str(new)]) == 0 and len(new.read_text().splitlines()) == 4
 
 
 def test_skip_mode_scores_the_rest_and_counts_what_it_left_out(exported_tiny, tmp_path, capsys):

@@ -11,6 +11,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from conftest import QUICKSTART, SHORT
+from rm.cli import main as cli
 from rm.config import ModelConfig, load_config
 from rm.model.build import build_model
 from rm.model.pretrained import fresh_head_load
@@ -54,7 +55,7 @@ def local_lm(folder, tokenizer, extra: str = ""):
     return folder
 
 
-def test_a_lora_run_from_a_local_model_shows_no_load_report_and_no_future_warning(
+def test_a_lora_run_and_its_export_from_a_local_model_show_no_load_report_and_no_future_warning(
     tmp_path, tokenizer, transformers_log, caplog
 ):
     model = local_lm(tmp_path / "lm", tokenizer)
@@ -63,6 +64,7 @@ def test_a_lora_run_from_a_local_model_shows_no_load_report_and_no_future_warnin
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING, logger="rm"):
         warnings.simplefilter("always")
         main(cfg)
+        assert cli(["export", str(tmp_path / "run"), "--out", str(tmp_path / "export")]) == 0  # rebuilt, then merged
     assert [m for m in transformers_log if "LOAD REPORT" in m] == []
     assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
     assert "score.weight" not in caplog.text and "lm_head" not in caplog.text  # expected: nothing said of them

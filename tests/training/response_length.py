@@ -1,4 +1,4 @@
-"""Each response's token length as a label, and how much the reward follows it (README "Adding a label")."""
+"""Each response's token length as a label, and how much the reward follows it ("Adding a label" in the docs)."""
 
 import torch
 
