@@ -65,6 +65,9 @@ def test_make_data_writes_the_hub_layout_that_rm_reads_and_prints_the_export_lin
 
 
 def test_without_a_network_make_data_says_so_in_one_line(monkeypatch, capsys, tmp_path):
+    from rm.data import hub_reach
+
+    monkeypatch.setattr(hub_reach, "_reached", {})  # the refusal seen here is not left for later tests of the worker
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert get_hh_data.main(["--out", str(tmp_path / "hh")]) == 1
     monkeypatch.delenv("HF_HUB_OFFLINE")
