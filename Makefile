@@ -68,11 +68,11 @@ bench: setup
 
 # Exports against the tools that consume reward models (transformers 4.x/5.x, TRL, RewardBench, OpenRLHF),
 # one venv each under CLIENT_VENVS, built from the package registry; see scripts/check_clients.sh. Needs the real
-# HH file at ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz (its conversations are what the clients score) and
-# takes about 35 minutes.
+# HH file harmless-base/test.jsonl.gz where the tests find it ($RM_HH_DATA, `make data`, or ../shared/data/hh-rlhf;
+# its conversations are what the clients score) and takes about 35 minutes.
 CLIENT_VENVS ?= /work/venvs
 clients: setup
-	@echo "make clients: about 35 minutes; scores the real HH file ../shared/data/hh-rlhf/harmless-base/test.jsonl.gz"
+	@echo "make clients: about 35 minutes; scores the real HH harmless-base test file (RM_HH_DATA, make data, or ../shared)"
 	RM_PY=$(abspath $(BIN))/python scripts/check_clients.sh $(CLIENT_VENVS)
 
 # ruff, then the import contract: role folders in layers, imports only downwards, no cycles
