@@ -1,10 +1,14 @@
 """Real server processes (`python -m rm serve` on a free localhost port, bounded in requests and time, killed at
 the end if still running): a key on a non-loopback bind, SIGTERM draining requests in flight to exit 0 (and giving
-up on a stuck one after --drain-seconds, in one line), and two CPU workers on one port answering alike."""
+up on a stuck one after --drain-seconds, in one line), two CPU workers on one port answering alike, and the curl
+commands of docs/serving.md run as written."""
 
 import json
+import re
+import shlex
 import signal
 import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -12,6 +16,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from serving import scorer_for, start_server, text_reference
+
+from conftest import REPO
 
 pytestmark = pytest.mark.slow
 KEY = "live-key-never-in-any-log"
@@ -131,6 +137,31 @@ def test_sigterm_gives_up_on_a_stuck_request_after_drain_seconds_in_one_line(ser
     output = server.output()
     assert "1 request(s) still in flight when --drain-seconds 1 ran out were answered 503" in output
     assert "Traceback" not in output and "CancelledError" not in output
+
+
+def test_the_routes_docs_curl_commands_answer_as_they_say(servers, scorer):
+    """docs/serving.md's Routes block, run with curl as written (the port swapped for this server's): every command
+    answers 200 with the shape its comment gives, and the plain text's reward is the reference's."""
+    server = servers["workers"].wait()
+    block = re.search(r"## Routes\n\n```bash\n(.*?)```", (REPO / "docs" / "serving.md").read_text(), re.S).group(1)
+    words = shlex.split(block.replace("localhost:8000", server.url.removeprefix("http://")), comments=True)
+    starts = [i for i, word in enumerate(words) if word == "curl"]
+    runs = [words[i:j] for i, j in zip(starts, [*starts[1:], len(words)], strict=True)]
+    answers = {}
+    for argv in runs:
+        done = subprocess.run([*argv, "--max-time", "60", "-w", "\\n%{http_code}"], capture_output=True, text=True)
+        body, code = done.stdout.rsplit("\n", 1)
+        assert done.returncode == 0 and code == "200", (argv, done.stdout, done.stderr)
+        answers.setdefault(argv[2].rsplit("/", 1)[1], []).append(json.loads(body))
+    assert [len(a) for a in answers.values()] == [1, 1, 2, 1, 1]  # health, info, score twice, score_groups, get_reward
+    assert answers["health"] == [{"status": "ok"}] and "max_length" in answers["info"][0]
+    text, chat = answers["score"]
+    assert text["truncated"] == [False] and len(chat["rewards"]) == 1
+    reference = text_reference(scorer, "\n\nHuman: Hi!\n\nAssistant: Hello, how can I help?")[0]
+    assert text["rewards"][0] == pytest.approx(reference, abs=1e-5)
+    (group,) = answers["score_groups"][0]["rewards"]
+    assert len(group) == 3 and answers["score_groups"][0]["truncated"] == [[False] * 3]
+    assert len(answers["get_reward"][0]["rewards"]) == 1
 
 
 def test_two_cpu_workers_on_one_port_both_answer_with_the_same_rewards(servers, scorer):
