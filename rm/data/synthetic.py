@@ -145,7 +145,7 @@ def generate(subset: str, n: int, seed: int) -> list[dict[str, str]]:
     return [GENERATORS[subset](rng) for _ in range(n)]
 
 
-def _write_jsonl_gz(path: Path, records: list[dict[str, str]]) -> None:
+def write_jsonl_gz(path: Path, records: list[dict[str, str]]) -> None:
     buf = io.BytesIO()
     # mtime=0 and no file name in the header: the same records give byte-identical files.
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
@@ -167,6 +167,6 @@ def write_dataset(root: str | Path, n_train: int, n_eval: int, seed: int) -> Pat
         n_ev = n_eval // len(SUBSETS) + (i < n_eval % len(SUBSETS))
         records = generate(subset, n_tr + n_ev, seed)
         (root / subset).mkdir(parents=True, exist_ok=True)
-        _write_jsonl_gz(root / subset / "train.jsonl.gz", records[:n_tr])
-        _write_jsonl_gz(root / subset / "test.jsonl.gz", records[n_tr:])
+        write_jsonl_gz(root / subset / "train.jsonl.gz", records[:n_tr])
+        write_jsonl_gz(root / subset / "test.jsonl.gz", records[n_tr:])
     return root
