@@ -1,7 +1,7 @@
 """The length check's data: the marker decides every pair, length goes along with it in exactly the share asked,
 and the files load as HH data."""
 
-from rm.data.length_pairs import BAD, GOOD, pairs, write_length_dataset
+from rm.data.length_pairs import WORDS, pairs, write_length_dataset
 from rm.data.load import load_pairs
 
 
@@ -16,9 +16,11 @@ def test_the_marker_decides_and_length_follows_in_the_share_asked():
         longer = sum(len(response(p["chosen"]).split()) > len(response(p["rejected"]).split()) for p in made)
         assert longer == round(n * share)
         for p in made:
-            chosen, rejected = response(p["chosen"]).split(), response(p["rejected"]).split()
-            assert GOOD in chosen and BAD not in chosen and BAD in rejected and GOOD not in rejected
-            assert p["chosen"].split("\n\nAssistant:")[0] == p["rejected"].split("\n\nAssistant:")[0]  # one prompt
+            prompt = p["chosen"].split("\n\nAssistant:")[0]
+            assert prompt == p["rejected"].split("\n\nAssistant:")[0]  # one prompt
+            (asked,) = [w for w in WORDS if w in prompt]
+            chosen, rejected = (set(response(p[side]).split()) & set(WORDS) for side in ("chosen", "rejected"))
+            assert chosen == {asked} and len(rejected) == 1 and asked not in rejected  # the word asked for decides
 
 
 def test_the_files_load_as_hh_pairs(tmp_path):
