@@ -31,6 +31,9 @@ class ExportFlags:
     reward_only: bool | None = option(None)
     """write the reward output alone (num_labels=1) of a model with attribute outputs, for tools that read one
     output (unset: export.reward_only)"""
+    with_length_head: bool = option(False)
+    """keep a model.head.length run's length output too, last and named `length`, for analysis (default: the
+    reward alone, the quality output)"""
     overwrite: bool = option(False)
     """replace an earlier export in --out"""
     require_finished: bool = option(False)
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if (
         args.push_to_hub
         and not args.overwrite
-        and holds_same_export(out, args.source, args.normalize, args.reward_only)
+        and holds_same_export(out, args.source, args.normalize, args.reward_only, args.with_length_head)
     ):
         print(f"{out} already holds this export (a retried push?): pushing it as it is")
     else:
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             model_id=args.push_to_hub or ".",
             overwrite=args.overwrite,
             reward_only=args.reward_only,
+            with_length_head=args.with_length_head,
         )
         print(f"exported to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     if args.push_to_hub:
@@ -98,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def holds_same_export(out, source: str, normalize: bool | None, reward_only: bool | None = None) -> bool:
+def holds_same_export(
+    out, source: str, normalize: bool | None, reward_only: bool | None = None, with_length: bool = False
+) -> bool:
     """Whether `out` is rm's export of these very weights (same run config, step, normalisation and outputs),
     so that retrying a failed push needs neither --overwrite nor a second export."""
     import json
@@ -126,5 +132,7 @@ def holds_same_export(out, source: str, normalize: bool | None, reward_only: boo
         and src.step is not None
         and f"after {src.step} optimizer steps" in card
         and ("reward_normalization" in config) == normalize
-        and (len(config.get("id2label") or {0: "reward"}) == 1) == (reward_only or not src.cfg.model.head.attributes)
+        and (len(config.get("id2label") or {0: "reward"}) == 1 + with_length)
+        == (reward_only or not src.cfg.model.head.attributes)
+        and ("length" in (config.get("id2label") or {}).values()) == with_length
     )

@@ -26,6 +26,7 @@ NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
 NONNEGATIVE += ("loss.preference_coef", "loss.attribute_coef", "loss.strength_max")
+NONNEGATIVE += ("loss.length_corr_coef", "loss.length_orth_coef")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str | bool, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -128,7 +129,21 @@ def attribute_problems(cfg: Any) -> list[str]:
         problems.append("loss.attribute_coef: 0 with loss.preference_coef 0 leaves nothing to train")
     elif not names and cfg.loss.preference_coef == 0:
         problems.append("loss.preference_coef: 0 trains the attributes alone, but model.head.attributes is empty")
-    return problems + mix_problems(cfg.model.head)
+    return problems + mix_problems(cfg.model.head) + length_problems(cfg)
+
+
+def length_problems(cfg: Any) -> list[str]:
+    """The length head (model.head.length) shares the preference term and names its output `length`."""
+    problems = []
+    if not 0 < cfg.loss.length_stats_momentum <= 1:
+        problems.append(f"loss.length_stats_momentum: must be in (0, 1], got {cfg.loss.length_stats_momentum}")
+    if not cfg.model.head.length:
+        return problems
+    if cfg.loss.preference_coef == 0:
+        problems.append("model.head.length: trains through the preference term, which loss.preference_coef 0 turns off")
+    if "length" in cfg.model.head.attributes:
+        problems.append("model.head.attributes: 'length' names the length head's output; rename the attribute")
+    return problems
 
 
 def strength_problems(cfg: Any) -> list[str]:

@@ -23,6 +23,10 @@ class HeadConfig:
     reward_from_attributes: dict[str, float] = field(default_factory=dict)
     """The reward as a fixed linear mix of the attribute outputs, {name: weight} (HelpSteer2's recipe, e.g.
     {helpfulness: 0.65, correctness: 0.8, ...}) instead of an output of its own; empty: its own output 0."""
+    length: bool = False
+    """Train a second output, the length head, beside the reward (ODIN, Chen et al. 2024): the preference loss ranks
+    their sum while loss.length_corr_coef ties the length output to the response's token count and unties the
+    reward from it. The reward (what eval, export and scoring read) is the quality output alone."""
 
     def __post_init__(self) -> None:
         # Checked here only once the attributes are known: a dotted override is checked on its own first

@@ -38,3 +38,13 @@ class LossConfig:
     strength_max: float = 0.0
     """The largest strength of the scale (HelpSteer2-Preference: 3); 0: the data's largest |s|, stated in the data
     report. A strength beyond a declared max is a bad record."""
+    length_corr_coef: float = 1.0
+    """With model.head.length: weight of ODIN's correlation term, (1 - corr(length output, tokens)) + |corr(reward,
+    tokens)|. 1.0 is the default of ODIN's released training script (RLHFlow's odin/gemma_two_head.py,
+    `correlation_with_length`); the paper's own value could not be checked offline."""
+    length_orth_coef: float = 1.0
+    """With model.head.length: weight of ODIN's orthogonality term |cos(w_reward, w_length)| between the two heads'
+    weight rows. 1.0 is that script's `ortho_reg` default (the term itself is commented out there)."""
+    length_stats_momentum: float = 0.1
+    """With model.head.length: how far each optimizer step moves the running means and deviations that the
+    correlation term standardises by towards the step's own (1: the last step's alone)."""

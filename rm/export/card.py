@@ -18,6 +18,7 @@ from rm.config import RunConfig, to_dict
 from rm.config.exportdir import RUN_CONFIG
 from rm.data.data_report import shown_path
 from rm.export.card_eval import eval_section
+from rm.export.length_output import length_outputs_section
 from rm.export.objective_text import batch_unit, grouped, method, objective_rows, run_report
 from rm.export.objective_text import tags as objective_tags
 from rm.export.outputs import outputs_section
@@ -60,6 +61,8 @@ class CardFacts:
     """config.json's `rm_davidson_nu` (loss.ties=davidson's learned nu), or None."""
     vocab_size: int = 0
     """The tokenizer's true size, len(tokenizer) (a BPE trained to tokenizer.vocab_size may have fewer); 0: unknown."""
+    length_output: bool = False
+    """The length head's output is kept, last (`rm export --with-length-head`: rm/export/length_output.py)."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -165,7 +168,7 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
         ("weights", _weights_line(facts)),
         ("tokenizer", tok),
         ("data", f"`{shown_path(d.source)}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
-        *objective_rows(cfg, facts.davidson_nu),
+        *objective_rows(cfg, facts.davidson_nu, facts.eval_result),
         (
             "optimisation",
             f"AdamW, lr {t.lr:g} ({t.scheduler}, warm-up {t.warmup_ratio:g}), weight decay {t.weight_decay:g}, "
@@ -253,6 +256,9 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
     }[facts.chat_template]
     names = facts.attributes
     outputs = f"{1 + len(names)} outputs, the scalar reward (index 0) and {len(names)} ratings" if names else ""
+    if facts.length_output:
+        ratings = f", {len(names)} ratings" if names else ""
+        outputs = f"{2 + len(names)} outputs, the scalar reward (index 0){ratings} and a length output (last)"
     intro = (
         f"A reward model: `AutoModelForSequenceClassification` with {outputs or 'one output, the scalar reward'} of a "
         f"text, read at its last token. This folder holds {_weights_line(facts)}. It was trained on prompt + response "
@@ -262,7 +268,11 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         f"---\n{front_matter(cfg, facts)}\n---\n\n# Reward model ({facts.architecture})\n\n{intro}\n\n"
         f"{eval_section(cfg, facts.eval_result, facts.eval_origin)}\n"
         f"## Usage\n\n```python\n{usage_snippet(facts)}\n```\n\n"
-        + outputs_section(names, facts.dropped, facts.sigma, cfg.model.head.reward_from_attributes)
+        + (
+            length_outputs_section(names)
+            if facts.length_output
+            else outputs_section(names, facts.dropped, facts.sigma, cfg.model.head.reward_from_attributes)
+        )
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
         + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"

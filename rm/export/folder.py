@@ -35,11 +35,13 @@ from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
 from rm.export.compat import export_tokenizer, finish_folder, template_kind
+from rm.export.length_output import append_length_row, run_length_row
 from rm.export.modeling import point_config_at_modeling_file, remote_code_reason, write_modeling_file
-from rm.export.outputs import attribute_names, attribute_scales, keep_reward_only, set_output_labels, unnamed_outputs
+from rm.export.outputs import attribute_names, attribute_scales, keep_reward_only, set_reward_config, unnamed_outputs
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
 from rm.export.usage import held_out_example
+from rm.model.reward import transformers_model
 from rm.tokens.prepare import prepare_data
 from rm.tokens.store import EncodedGroup
 
@@ -86,21 +88,6 @@ def lora_facts(cfg: RunConfig, hf: PreTrainedModel) -> dict | None:
 
     targets = cfg.model.lora.target_modules or backbone_linear_names(hf)
     return {"r": cfg.model.lora.r, "lora_alpha": cfg.model.lora.alpha, "target_modules": sorted(targets)}
-
-
-def set_reward_config(hf: PreTrainedModel, pad_token_id: int, norm: dict | None, scales: dict | None = None) -> None:
-    """One raw reward (and named attribute outputs after it: rm/export/outputs.py), read as regression (so a
-    text-classification pipeline applies no sigmoid), and the normalisation both as `reward_normalization`
-    and as the `mean`/`std` that OpenRLHF reads."""
-    set_output_labels(hf, scales or {})
-    hf.config.problem_type = "regression"
-    hf.config.pad_token_id = pad_token_id
-    for key in ("reward_normalization", "mean", "std"):
-        if hasattr(hf.config, key):
-            delattr(hf.config, key)
-    if norm is not None:
-        hf.config.reward_normalization = norm
-        hf.config.mean, hf.config.std = norm["mean"], norm["std"]
 
 
 def check_names(hf: PreTrainedModel) -> None:
@@ -164,6 +151,8 @@ class ExportOptions:
     """Replace an earlier export in the folder."""
     reward_only: bool | None = None
     """Keep the reward output alone (num_labels=1: rm/export/outputs.py); None follows `export.reward_only`."""
+    with_length_head: bool = False
+    """Keep a length head's output too, last and named `length` (rm/export/length_output.py); else the reward alone."""
 
 
 def export_model(
@@ -206,6 +195,9 @@ def export_model(
         norm = normalization(scores, describe_training_data(cfg, len(data.train)))
 
     set_reward_config(hf, tokenizer.pad_token_id, norm, attribute_scales(cfg, attribute_names(hf)))
+    names = attribute_names(hf)  # before a length output joins them
+    if options.with_length_head:
+        append_length_row(hf, cfg.model.head.length)
     point_config_at_modeling_file(hf)  # auto_map for rm's reward head on a causal LM, if this is one
     facts = CardFacts(
         architecture=type(hf).__name__,
@@ -221,7 +213,8 @@ def export_model(
         model_id=model_id,
         remote_code=remote_code_reason(hf),
         example=held_out_example(hf, tokenizer, data.eval if data else []),  # one the weights rank right
-        attributes=attribute_names(hf),
+        attributes=names,
+        length_output=options.with_length_head,
         dropped=dropped,
         sigma=getattr(hf.config, "attribute_sigma", None),
         davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
@@ -279,10 +272,12 @@ def export_run(
     model_id: str = ".",
     overwrite: bool = False,
     reward_only: bool | None = None,
+    with_length_head: bool = False,
 ) -> Path:
     """Export a run directory's final weights, or one of its checkpoints, to `out_dir`.
 
-    `normalize=None` follows the run's `export.normalize`, `reward_only=None` its `export.reward_only`. A run that
+    `normalize=None` follows the run's `export.normalize`, `reward_only=None` its `export.reward_only`;
+    `with_length_head` keeps a length head's output (rm/export/length_output.py). A run that
     has not finished (no final eval.json: stopped by SIGTERM or Ctrl-C, or still running) is exported from its newest
     checkpoint with a warning naming the step and the total (`Source.require_finished` refuses: --require-finished)."""
     check_out_dir(Path(out_dir), overwrite)  # before minutes of loading, not after
@@ -293,8 +288,10 @@ def export_run(
     say("export: %s (%s) -> %s", source.weights, source.describe(), out_dir)
     tokenizer = run_tokenizer(cfg, source.run_dir)
     model = load_model(source, tokenizer)
+    if with_length_head and getattr(transformers_model(model), "rm_length_row", None) is None:  # final weights
+        transformers_model(model).rm_length_row = run_length_row(source.run_dir)
     data = RunData.load(cfg, source.run_dir, tokenizer) if normalize or evaluate else None
     eval_result = source.run_eval if source.is_final else None
-    options = ExportOptions(normalize, evaluate, model_id, overwrite, reward_only)
+    options = ExportOptions(normalize, evaluate, model_id, overwrite, reward_only, with_length_head)
     weights = Weights(source.step, source.final_step, eval_result)
     return export_model(model, tokenizer, out_dir, cfg, weights, data, options)

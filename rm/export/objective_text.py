@@ -47,6 +47,8 @@ def tags(cfg: RunConfig) -> list[str]:
         found.append("soft-labels")
     if cfg.model.head.attributes:
         found.append("attribute-regression")
+    if cfg.model.head.length:
+        found.append("length-disentangled")
     return found
 
 
@@ -63,6 +65,8 @@ def method(cfg: RunConfig, groups: bool) -> str:
         what += ", ties by Davidson's model"
     if cfg.model.head.attributes:
         what += f", with {len(cfg.model.head.attributes)} attribute regression outputs"
+    if cfg.model.head.length:
+        what += ", with a length head trained beside the reward and left out of it (ODIN)"
     return what
 
 
@@ -126,9 +130,33 @@ def preference_text(cfg: RunConfig, groups: bool, nu: float | None, report: dict
     return text + center
 
 
-def objective_rows(cfg: RunConfig, nu: float | None) -> list[tuple[str, str]]:
-    """The card's training-table rows that say what was minimised: the preference term, ties, attribute outputs
-    and the reward mix, each where the run had it."""
+def length_text(cfg: RunConfig, eval_result: dict | None) -> str:
+    """The length head's terms (rm/model/length/length_loss.py) and the held-out correlations the run reached."""
+    loss = cfg.loss
+    reached = (eval_result or {}).get("length_head") or {}
+    shown = {k: f"{v:.3f}" if isinstance(v, int | float) else "undefined" for k, v in reached.items()}
+    measured = (
+        f" Reached on the held-out set ({reached.get('responses')} responses, Pearson with n): reward "
+        f"{shown.get('quality_pearson', 'undefined')}, length output {shown.get('length_pearson', 'undefined')} "
+        "(eval.json `length_head`)."
+        if reached
+        else " The correlations reached were not measured for these weights (a checkpoint's, not the final ones)."
+    )
+    return (
+        "a second linear output on the same last-token state, the length output l, is trained with the reward r: "
+        "the preference term above ranks r + l; plus "
+        f"{loss.length_corr_coef:g} * ((1 - corr(l, n)) + |corr(r, n)|) (`loss.length_corr_coef`), n the response's "
+        "token count as the model saw it, each response standardised by running means and deviations updated once "
+        f"per optimizer step (momentum {loss.length_stats_momentum:g}), so the term adds up over micro-batches and "
+        f"processes; plus {loss.length_orth_coef:g} * |cos(w_r, w_l)| between the two heads' weight rows "
+        "(`loss.length_orth_coef`): ODIN (Chen et al. 2024, arXiv 2402.07319), its terms per pair and group. The "
+        f"reward of this export is r alone.{measured}"
+    )
+
+
+def objective_rows(cfg: RunConfig, nu: float | None, eval_result: dict | None = None) -> list[tuple[str, str]]:
+    """The card's training-table rows that say what was minimised: the preference term, ties, attribute outputs,
+    the reward mix and the length head, each where the run had it (`eval_result`: the correlations reached)."""
     report = run_report(cfg)
     groups = grouped(cfg, report)
     loss, head = cfg.loss, cfg.model.head
@@ -162,4 +190,6 @@ def objective_rows(cfg: RunConfig, nu: float | None) -> list[tuple[str, str]]:
     if head.reward_from_attributes:
         mix = " + ".join(f"{w:g} * `{name}`" for name, w in head.reward_from_attributes.items())
         rows.append(("reward", f"reward = {mix} (`model.head.reward_from_attributes`): the preference term trains it"))
+    if head.length:
+        rows.append(("length head", length_text(cfg, eval_result)))
     return rows

@@ -11,6 +11,7 @@ order of `id2label`. A model without attributes is exported exactly as before (o
 one-output model (num_labels=1, no attribute labels or scales), for tools that read a single output (OpenRLHF's
 one-output head, a default text-classification pipeline). With `loss.attribute_loss=gaussian` each attribute's
 learned sigma (the noise the loss attributed to its ratings) is written as `attribute_sigma: {name: sigma}`.
+`rm export --with-length-head` appends a length head's row last, named `length` (rm/export/length_output.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from transformers import PreTrainedModel
 
 from rm.config import RunConfig
 from rm.config.rundir import RunDir
+from rm.errors import ExportError
+from rm.model.length.length_report import LENGTH_HEAD_FILE
 from rm.model.reward import score_head, transformers_model
+
+LENGTH_LABEL = "length"
+"""`id2label` of a length head's output, kept last by `rm export --with-length-head` (`append_length_row`)."""
 
 
 def attribute_names(hf: PreTrainedModel) -> list[str]:
@@ -157,3 +163,48 @@ def note_attribute_sigma(model: torch.nn.Module, log_scale: torch.Tensor | None)
     labels = {int(k): v for k, v in (hf.config.id2label or {}).items()}
     values = log_scale.detach().float().cpu().tolist()
     hf.config.attribute_sigma = {labels.get(i + 1, f"attribute_{i + 1}"): math.exp(v) for i, v in enumerate(values)}
+
+
+def set_reward_config(hf: PreTrainedModel, pad_token_id: int, norm: dict | None, scales: dict | None = None) -> None:
+    """One raw reward (and named attribute outputs after it: rm/export/outputs.py), read as regression (so a
+    text-classification pipeline applies no sigmoid), and the normalisation both as `reward_normalization`
+    and as the `mean`/`std` that OpenRLHF reads."""
+    set_output_labels(hf, scales or {})
+    hf.config.problem_type = "regression"
+    hf.config.pad_token_id = pad_token_id
+    for key in ("reward_normalization", "mean", "std"):
+        if hasattr(hf.config, key):
+            delattr(hf.config, key)
+    if norm is not None:
+        hf.config.reward_normalization = norm
+        hf.config.mean, hf.config.std = norm["mean"], norm["std"]
+
+
+def append_length_row(hf: PreTrainedModel, trained_length: bool) -> None:
+    """Append the length row (`rm_length_row`) to the score head as its last output, named `length` (`hf` changed
+    in place); output 0 stays the reward, bit for bit. Refused in one line where the run trained no length head or
+    its row is not at hand."""
+    row = getattr(hf, "rm_length_row", None)
+    if not trained_length:
+        raise ExportError("--with-length-head: this run trained no length head (model.head.length is false)")
+    if row is None:
+        raise ExportError(
+            f"--with-length-head: the length head of these weights is not at hand (no {LENGTH_HEAD_FILE} in the run "
+            "directory): export one of the run's checkpoints, which hold it"
+        )
+    head = score_head(hf)
+    name = next(n for n in ("score", "classifier") if getattr(hf, n, None) is head)
+    rows = head.out_features
+    wider = torch.nn.Linear(head.in_features, rows + 1, bias=head.bias is not None, device=head.weight.device)
+    with torch.no_grad():
+        wider.weight[:rows] = head.weight.float()
+        wider.weight[rows] = row.reshape(-1).float().to(head.weight.device)
+        if head.bias is not None:
+            wider.bias.zero_()
+            wider.bias[:rows] = head.bias.float()
+    setattr(hf, name, wider.to(head.weight.dtype))
+    labels = [str(v) for _, v in sorted((int(k), v) for k, v in (hf.config.id2label or {0: "reward"}).items())]
+    labels = [*labels[:rows], LENGTH_LABEL]
+    hf.config.num_labels = len(labels)
+    hf.config.id2label = dict(enumerate(labels))
+    hf.config.label2id = {n: i for i, n in enumerate(labels)}

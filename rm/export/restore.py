@@ -31,7 +31,7 @@ from rm.config.exportdir import ExportDir
 from rm.config.loader import saved_split_version, saved_text_version
 from rm.config.rundir import CHECKPOINTS, CONFIG, MARKER, STATE, WEIGHTS, RunDir, checkpoint_problem, checkpoint_step
 from rm.errors import ConfigError, ExportError
-from rm.export.outputs import note_attribute_sigma
+from rm.export.length_output import take_wrapper_state
 from rm.model.build import build_model
 from rm.model.group_loss import learned_nu
 from rm.model.lora import peft_model
@@ -256,8 +256,7 @@ def load_weights(model: torch.nn.Module, weights: Path) -> None:
         if EXTRA_STATE in saved:
             nu = learned_nu(f.get_tensor(saved.pop(EXTRA_STATE)).float())
             transformers_model(model).config.rm_davidson_nu = float(nu)
-        if "attribute_log_scale" in saved:  # loss.attribute_loss=gaussian's sigmas: the loss's, kept in config.json
-            note_attribute_sigma(model, f.get_tensor(saved.pop("attribute_log_scale")))
+        take_wrapper_state(model, f, saved)  # gaussian sigmas into config.json; the length head's row kept aside
         missing, unexpected = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
         if missing or unexpected:
             hint = ""

@@ -33,6 +33,8 @@ from rm.data import labels
 from rm.data.formats.strength import strength_scale
 from rm.errors import ConfigError, DataError
 from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss, soft_bradley_terry
+from rm.model.length.length_head import LengthHead, split_length
+from rm.model.length.length_loss import length_terms
 from rm.tokens.store import EncodedGroup
 
 
@@ -43,12 +45,13 @@ def tie_parameter(cfg: LossConfig) -> torch.nn.Parameter | None:
     return None
 
 
-def loss_parameters(cfg: RunConfig) -> tuple[torch.nn.Parameter | None, torch.nn.Parameter | None]:
-    """(Davidson's nu, the attributes' log-scales): the loss's own trained parameters, kept in the reward model.
-    The log-scales (sigma = exp, 1 to start) exist only for `loss.attribute_loss=gaussian` with attributes."""
+def loss_parameters(cfg: RunConfig) -> tuple[torch.nn.Parameter | None, torch.nn.Parameter | None, float | None]:
+    """(Davidson's nu, the attributes' log-scales, the length head's statistics momentum): what the reward model
+    keeps for the loss. The log-scales (sigma = exp, 1 to start) exist only for `loss.attribute_loss=gaussian` with
+    attributes; the momentum (a length head is built) only with `model.head.length`."""
     gaussian = cfg.loss.attribute_loss == "gaussian" and cfg.model.head.attributes
     scale = torch.nn.Parameter(torch.zeros(len(cfg.model.head.attributes))) if gaussian else None
-    return tie_parameter(cfg.loss), scale
+    return tie_parameter(cfg.loss), scale, cfg.loss.length_stats_momentum if cfg.model.head.length else None
 
 
 def step_weight(cfg: LossConfig, strict: int, ties: int) -> int:
@@ -147,25 +150,31 @@ def attribute_loss(
 
 def training_loss(
     cfg: LossConfig, out: torch.Tensor, batch: dict[str, torch.Tensor], nu_raw: torch.Tensor | None = None,
-    log_scale: torch.Tensor | None = None,
+    log_scale: torch.Tensor | None = None, length: LengthHead | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(summed loss, weight) of one micro-batch from the head's outputs: rewards [responses] give
     `preference_loss` as it is; [responses, 1 + A] give preference_coef * that of column 0 + attribute_coef *
     the attribute term, each group's entries averaged and weighted as its preference term; and every active
-    registered `LossTerm` adds its own."""
-    if out.dim() == 1:
-        loss, weight = preference_loss(cfg, out, batch, nu_raw)
-        return with_terms(loss, cfg, out, batch), weight
-    preference, weight = preference_loss(cfg, out[:, 0], batch, nu_raw)
-    target = batch["attributes"].to(out.dtype)  # [responses, A]
-    group = batch["response_group"]
-    counts = torch.zeros(len(batch["subset_ids"]), dtype=out.dtype, device=out.device)
-    counts.index_add_(0, group, (~target.isnan()).sum(1).to(out.dtype))
-    share = group_step_weights(cfg, batch).to(out.dtype) / counts.clamp(min=1)  # [groups]
-    entry_weight = share[group][:, None].expand_as(target)
-    attributes = attribute_loss(cfg.attribute_loss, out[:, 1:], target, entry_weight, log_scale)
-    loss = cfg.preference_coef * preference + cfg.attribute_coef * attributes
-    return with_terms(loss, cfg, out[:, 0], batch), weight
+    registered `LossTerm` adds its own. With a `length` head the outputs end in its column
+    (rm/model/length/): the preference term ranks reward + length output, and the head's terms are added."""
+    lengths = None
+    if length is not None:
+        out, lengths = split_length(out)
+    reward = out if out.dim() == 1 else out[:, 0]
+    preference, weight = preference_loss(cfg, reward if lengths is None else reward + lengths, batch, nu_raw)
+    loss = preference
+    if out.dim() > 1:
+        target = batch["attributes"].to(out.dtype)  # [responses, A]
+        group = batch["response_group"]
+        counts = torch.zeros(len(batch["subset_ids"]), dtype=out.dtype, device=out.device)
+        counts.index_add_(0, group, (~target.isnan()).sum(1).to(out.dtype))
+        share = group_step_weights(cfg, batch).to(out.dtype) / counts.clamp(min=1)  # [groups]
+        entry_weight = share[group][:, None].expand_as(target)
+        attributes = attribute_loss(cfg.attribute_loss, out[:, 1:], target, entry_weight, log_scale)
+        loss = cfg.preference_coef * preference + cfg.attribute_coef * attributes
+    if length is not None:
+        loss = loss + length_terms(cfg, reward, lengths, batch, group_step_weights(cfg, batch), length)
+    return with_terms(loss, cfg, reward, batch), weight
 
 
 @dataclass(frozen=True, kw_only=True)

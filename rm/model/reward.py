@@ -30,6 +30,7 @@ from transformers import PreTrainedModel
 
 from rm.errors import TrainingError
 from rm.model import masks
+from rm.model.length.length_head import LengthHead, with_length
 
 
 def transformers_model(model: nn.Module) -> PreTrainedModel:
@@ -71,7 +72,11 @@ class RewardModel(nn.Module):
     """
 
     def __init__(
-        self, hf: nn.Module, tie_nu: nn.Parameter | None = None, attribute_log_scale: nn.Parameter | None = None
+        self,
+        hf: nn.Module,
+        tie_nu: nn.Parameter | None = None,
+        attribute_log_scale: nn.Parameter | None = None,
+        length_momentum: float | None = None,
     ):
         super().__init__()
         self.hf = hf  # a transformers model, or a peft PeftModel around one (LoRA)
@@ -79,7 +84,10 @@ class RewardModel(nn.Module):
         """Davidson's learned tie weight before its softplus (rm/model/objective.py); None unless the loss learns it."""
         self.attribute_log_scale = attribute_log_scale
         """[A] log sigma per attribute of `loss.attribute_loss=gaussian` (rm/model/objective.py); None otherwise."""
-        score_head(hf)  # fail at construction, not at the first batch, for models without one
+        weight = score_head(hf).weight  # fail at construction, not at the first batch, for models without one
+        std = getattr(transformers_model(hf).config, "initializer_range", 0.02)
+        self.length_head = None if length_momentum is None else LengthHead(weight.detach(), length_momentum, std)
+        """`model.head.length`'s output (rm/model/length/); None without one. Training reads it, nothing else."""
 
     @property
     def _no_split_modules(self) -> list[str] | None:
@@ -94,9 +102,11 @@ class RewardModel(nn.Module):
         pair_ids: torch.Tensor | None = None,
         segment_ids: torch.Tensor | None = None,
         reward_index: torch.Tensor | None = None,
+        length: bool = False,
     ) -> torch.Tensor:
         """Rewards [n] in fp32: one per row (padded) or one per `reward_index` entry (shared); with attribute
-        outputs (`model.head.attributes`), the head's [n, 1 + A], column 0 the reward (`mixed_reward`)."""
+        outputs (`model.head.attributes`), the head's [n, 1 + A], column 0 the reward (`mixed_reward`). With
+        `length` (training a length head), the length output after them as a last column (`with_length`)."""
         if pair_ids is not None:
             limit = masks.column_limit(transformers_model(self.hf).config)
             if limit is not None and pair_ids.shape[1] > limit:
@@ -116,8 +126,17 @@ class RewardModel(nn.Module):
             rows = torch.arange(hidden.shape[0], device=hidden.device)
             reward_index = rows * hidden.shape[1] + last_token_index(attention_mask)  # [rows]
         picked = hidden.reshape(-1, hidden.shape[-1])[reward_index]  # [n, H]
-        out = score_head(self.hf)(picked)  # [n, 1] or [n, 1 + A]
-        return mixed_reward(out.float(), getattr(transformers_model(self.hf), "rm_reward_mix", None))
+        head, mix = score_head(self.hf), getattr(transformers_model(self.hf), "rm_reward_mix", None)
+        out = mixed_reward(head(picked).float(), mix)  # from [n, 1] or [n, 1 + A]
+        if not length or self.length_head is None:
+            return out
+        return with_length(out, self.length_head(picked, head.weight, mix))
+
+    def update_length_stats(self, reduce) -> None:
+        """At each optimizer step: the length head's running statistics from the step's, summed by `reduce` over
+        processes (rm/model/length/length_head.py); nothing without a length head."""
+        if self.length_head is not None:
+            self.length_head.update(reduce)
 
     def _shared_mask(self, pair_ids: torch.Tensor, segment_ids: torch.Tensor, position_ids: torch.Tensor):
         """The packing rule and each layer type's own window or chunk: one mask, or a dict by layer type."""
@@ -185,8 +204,10 @@ def group_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Ten
     return out if out.dim() == 1 else out[:, 0]
 
 
-def group_outputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """`group_rewards`, or with attribute outputs the head's [responses, 1 + A] (column 0 the reward)."""
+def group_outputs(model: nn.Module, batch: dict[str, torch.Tensor], length: bool = False) -> torch.Tensor:
+    """`group_rewards`, or with attribute outputs the head's [responses, 1 + A] (column 0 the reward); with
+    `length`, the length head's output as a last column (training only)."""
+    extra = {"length": True} if length else {}
     if "pair_ids" in batch:
         return model(
             input_ids=batch["input_ids"],
@@ -194,8 +215,9 @@ def group_outputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Ten
             pair_ids=batch["pair_ids"],
             segment_ids=batch["segment_ids"],
             reward_index=batch["reward_index"],
+            **extra,
         )
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])  # one row a response
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **extra)  # a row a response
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

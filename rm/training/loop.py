@@ -110,8 +110,8 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
     accelerator, state = run.accelerator, run.state
     meter = Meter(accelerator.device, state.pending if accelerator.is_main_process else None)
     bar = progress_bar(run)
-    tie_nu = accelerator.unwrap_model(run.model).tie_nu  # Davidson's learned nu, or None
-    log_scale = accelerator.unwrap_model(run.model).attribute_log_scale  # loss.attribute_loss=gaussian's, or None
+    own = accelerator.unwrap_model(run.model)  # the loss's own: Davidson's nu, gaussian sigmas, the length head
+    tie_nu, log_scale, length = own.tie_nu, own.attribute_log_scale, getattr(own, "length_head", None)
     start_log(run)
     run.model.train()
     if accelerator.device.type == "cpu":  # steps re-use the pages the last one freed (rm/data/heap.py)
@@ -123,8 +123,8 @@ def fit(run: Run, hooks: Hooks | None = None) -> bool:
                 # accelerate's step count syncs every grad_accum-th micro-batch: each process's epoch is a
                 # multiple of grad_accum micro-batches, and a resumed run starts at a step boundary.
                 with accelerator.accumulate(run.model):
-                    out = group_outputs(run.model, batch)  # [responses], or [responses, 1 + A] with attributes
-                    loss, weight = training_loss(run.cfg.loss, out, batch, tie_nu, log_scale)
+                    out = group_outputs(run.model, batch, length is not None)  # [responses] or [responses, 1 + A]
+                    loss, weight = training_loss(run.cfg.loss, out, batch, tie_nu, log_scale, length)  # (+ length)
                     r = out if out.dim() == 1 else out[:, 0]
                     accelerator.backward(loss * scale)
                     meter.add(loss, weight, r[batch["better"]], r[batch["worse"]])
@@ -191,6 +191,7 @@ def optimizer_step(run: Run, meter: Meter, preemption: Preemption) -> str:
     and step; returns the signal that asked any process to stop ("SIGTERM" over "SIGINT"; "" for none), the
     same on every process, so that each exits with the same status."""
     accelerator, cfg = run.accelerator, run.cfg
+    accelerator.unwrap_model(run.model).update_length_stats(accelerator.reduce)  # the length head's, if any
     asked = [meter.bad.new_tensor(preemption.signum == s) for s in (signal.SIGTERM, signal.SIGINT)]
     flags = accelerator.reduce(torch.stack([meter.bad, *asked]), "sum")
     n_bad, term, interrupt = flags.tolist()

@@ -33,6 +33,7 @@ from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
 from rm.export.restore import rewards_not_finite
 from rm.model.build import build_model, given_model
+from rm.model.length.length_report import length_head_result
 from rm.model.lora import add_lora, load_4bit, require_qlora
 from rm.model.objective import check_consumed, group_weights, loss_parameters
 from rm.model.pretrained import fresh_head_load
@@ -276,6 +277,7 @@ def finish(
     if rewards_not_finite(result):  # every process gathered the same result: all stop alike, before exporting
         raise diverged_error(run)
     result |= {"suites": dict(suites.last)} if suites is not None and suites.last else {}
+    result |= length_head_result(run.model, run.eval_loader, accelerator, out.root)  # model.head.length's, if any
     result["train"] = info
     accelerator.wait_for_everyone()
     trained = exportable(accelerator, run.model, new_model) if cfg.export.enabled else None  # every process

@@ -233,6 +233,18 @@ def toy_label(ctx: Context) -> None:
         unregister(response_length.RESPONSE_TOKENS.name)
 
 
+# tests/training/test_length_distributed.py
+
+
+@scenario(2, 3)
+def length_head(ctx: Context) -> None:
+    """A length head under token budgets (length-grouped micro-batches), grad_accum 1: the run that
+    test_a_length_head_on_n_processes_matches_one_process_accumulating_n compares with one process."""
+    from test_length_distributed import LENGTH_RUN, QUICKSTART
+
+    rm_cli("train", QUICKSTART, *LENGTH_RUN, f"output_dir={ctx.run}")
+
+
 @contextlib.contextmanager
 def captured(folder: Path, rank: int) -> Iterator[None]:
     """This process's stdout and stderr, at the file descriptors (logging handlers, tqdm, C code), into `folder`."""

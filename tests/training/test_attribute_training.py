@@ -84,9 +84,10 @@ def test_plain_transformers_logits_are_rms_reward_and_attributes(attribute_run):
 def test_without_attributes_a_run_is_bit_identical_to_the_old_loss(tmp_path, monkeypatch):
     data = write_rows(tmp_path / "rows.jsonl", n_prompts=30)
     main(load_config(QUICKSTART, run_args(data, tmp_path / "new", "train.max_steps=4")))
-    monkeypatch.setattr(loop, "group_outputs", reward.group_rewards)  # the loop as it was before attributes
+    # The loop as it was before attributes (and the length head, off here, whose arguments it ignores).
+    monkeypatch.setattr(loop, "group_outputs", lambda model, batch, length=False: reward.group_rewards(model, batch))
     monkeypatch.setattr(
-        loop, "training_loss", lambda cfg, r, batch, nu, _: objective.preference_loss(cfg, r, batch, nu)
+        loop, "training_loss", lambda cfg, r, batch, nu, _, length=None: objective.preference_loss(cfg, r, batch, nu)
     )
     main(load_config(QUICKSTART, run_args(data, tmp_path / "old", "train.max_steps=4")))
     for name in ("model.safetensors", "config.json"):
