@@ -211,14 +211,26 @@ def load_export(args: EvalFlags) -> tuple[str, tuple]:
 
 
 def suite_table(suite: dict) -> str:
-    """The suite's sections and overall figure, one per line (rm-bench: easy / normal / hard per domain)."""
-    lines = [f"{suite['name']}: score {_num(suite['score'])}"]
+    """The suite's sections and overall figure, one per line (rm-bench: easy / normal / hard per domain), each beside
+    what always picking the shortest and the longest answer scores by the suite's rule (rm/suites/suite_length.py)."""
+    controls = suite.get("length_controls") or {}
+
+    def beside(level: str, name: str = "") -> str:
+        if not controls:
+            return ""
+        got = [(pick, c.get("score") if level == "score" else (c.get(level) or {}).get(name))
+               for pick, c in controls.items()]  # fmt: skip
+        if any(isinstance(v, dict) for _, v in got):  # rm-bench's domains: their average
+            got = [(pick, (v or {}).get("average")) for pick, v in got]
+        return " (" + ", ".join(f"{pick} answer {_num(v)}" for pick, v in got) + ")"
+
+    lines = [f"{suite['name']}: score {_num(suite['score'])}{beside('score')}"]
     for name, value in suite["sections"].items():
         if isinstance(value, dict):
             value = "  ".join(f"{k} {_num(v)}" for k, v in value.items())
         else:
             value = _num(value)
-        lines.append(f"  {name}: {value}")
+        lines.append(f"  {name}: {value}{beside('sections', name)}")
     if suite.get("prior_sets") is not None:
         lines.append(f"  Prior Sets (outside the score): {_num(suite['prior_sets'])}")
     return "\n".join(lines)

@@ -48,11 +48,15 @@ def build_result(items: list[Example], rewards: list[np.ndarray], samples: int, 
     subset_ids = np.array([names.index(p.subset) for p in items], dtype=int)
     prompt_ids = np.unique([p.prompt for p in items], return_inverse=True)[1].reshape(-1)
     scored = [~np.isnan(r) for r in rewards]
+    ranks = [np.array(rank_of(p))[k] for p, k in zip(items, scored, strict=True)]
     columns = ranking_metrics.score_groups(
         [r[k] for r, k in zip(rewards, scored, strict=True)],
-        [np.array(rank_of(p))[k] for p, k in zip(items, scored, strict=True)],
+        ranks,
         [renumbered(c, k) for c, k in zip(comparisons, scored, strict=True)],
     )
+    # The length controls (always the longest, always the shortest) in characters, as the pairwise ones.
+    chars = [np.array([len(t) for t in responses_of(p)], dtype=float)[k] for p, k in zip(items, scored, strict=True)]
+    columns |= ranking_metrics.length_columns(chars, ranks)
 
     def summary(mask):
         pairs = mask[chosen_item]

@@ -24,7 +24,7 @@ from rm.data.heap import trim_heap
 from rm.data.labels import registered
 from rm.evaluation.attribute_metrics import attribute_lines, gathered_block
 from rm.evaluation.soft_calibration import gathered_calibration
-from rm.evaluation.summary import label_blocks, summarize_groups
+from rm.evaluation.summary import label_blocks, response_tokens, summarize_groups
 from rm.model.pretrained import model_attributes
 from rm.model.reward import group_outputs
 
@@ -266,7 +266,7 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerato
     attribute outputs also {"attributes": {name: ...}} (rm/evaluation/attribute_metrics.py), and where pairs carry
     soft labels {"soft_calibration": ...} (rm/evaluation/soft_calibration.py)."""
     gathered = gather_rewards(model, loader, accelerator)
-    result = summarize_groups(gathered, subsets)
+    result = summarize_groups(gathered, subsets, lengths=response_tokens(loader.dataset, gathered))
     if "attribute_outputs" in gathered:
         result["attributes"] = gathered_block(gathered, model_attributes(accelerator.unwrap_model(model)), subsets)
     if (calibration := gathered_calibration(gathered)) is not None:

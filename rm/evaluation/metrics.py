@@ -109,7 +109,10 @@ def length_bias(chosen, rejected, len_chosen, len_rejected) -> dict:
       first and badly on the second;
     - `prefers_longer_rate`: among pairs of unequal length, how often the model scores the longer one
       higher (ties half);
-    - `reward_length_spearman`: rank correlation of reward with length over every response scored.
+    - `reward_length_spearman`: rank correlation of reward with length over every response scored;
+    - `reward_length_pearson`, `reward_length_abs_pearson`: Pearson's r of reward with length over the same
+      responses, and its size: the linear part of the lean, the quantity a length-disentangled reward drives
+      towards 0 (0 for a reward blind to length, 1 for a reward that is a linear function of it).
     """
     lc, lr = _f64(len_chosen), _f64(len_rejected)
     right = correct(chosen, rejected)
@@ -122,6 +125,8 @@ def length_bias(chosen, rejected, len_chosen, len_rejected) -> dict:
         return float(x.mean()) if len(x) else float("nan")
 
     rate = mean(longer_chosen(lc, lr))
+    lengths, rewards = np.concatenate([lc, lr]), np.concatenate([_f64(chosen), _f64(rejected)])
+    r = pearson(lengths, rewards)
     return {
         "longer_chosen_rate": rate,
         "length_rule": "shorter wins" if rate < 0.5 else "longer wins",
@@ -131,7 +136,9 @@ def length_bias(chosen, rejected, len_chosen, len_rejected) -> dict:
         "n_chosen_longer": int(longer.sum()),
         "n_chosen_shorter": int(shorter.sum()),
         "prefers_longer_rate": mean(picks_longer),
-        "reward_length_spearman": spearman(np.concatenate([lc, lr]), np.concatenate([_f64(chosen), _f64(rejected)])),
+        "reward_length_spearman": spearman(lengths, rewards),
+        "reward_length_pearson": r,
+        "reward_length_abs_pearson": abs(r),
     }
 
 

@@ -14,6 +14,10 @@
   and are not independent, so resampling pairs would give intervals too narrow. For groups of two it is
   the pairwise bootstrap of rm/evaluation/metrics.py, draw for draw. `top1_ci95` and `best_of_k_ci95` resample
   prompts the same way.
+- `longest_best_of_k`, `shortest_best_of_k` (with their `_ci95`): best-of-K of a "reward" that is the response's
+  length, or minus it: how often always picking the longest (shortest) response gets the group right, by the same
+  rule and over the same groups as the model's best-of-K, so a ranking that length alone decides shows as 1.0
+  (0.0 for the other pick), the bar a model's best-of-K must clear. Only where the caller gave lengths.
 - `top1_chance`, `best_of_k_chance`: what random rewards (independent, continuous) score on the same groups,
   the bar a model must clear: a group of K responses with B best-ranked ones gives B / K for top-1 and
   1 / C(K, B) for best-of-K (1/K with one best answer, 0.25 for RewardBench 2's best-of-4).
@@ -172,6 +176,28 @@ def score_flat(
     }
 
 
+def length_columns(lengths: list[np.ndarray], ranks: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """`length_picks` of groups given as lists, one array of lengths and one of ranks per group."""
+    size = [len(x) for x in lengths]
+    flat = np.concatenate(lengths) if lengths else np.zeros(0)
+    rank = np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int64)
+    return length_picks(flat, np.repeat(np.arange(len(lengths)), size), rank, len(lengths))
+
+
+def length_picks(lengths: np.ndarray, group: np.ndarray, rank: np.ndarray, groups: int) -> dict[str, np.ndarray]:
+    """Per group ([groups] each), the best-of-K of always picking the longest response and of always picking the
+    shortest: `score_flat`'s best-of-K with each response's length (minus it) as its reward, so a length tie
+    between a best-ranked response and another is no pick, as a reward tie is no win. `summarize_scores` adds them
+    beside the model's when the columns hold them. `lengths`, `group`, `rank`: [responses], as `score_flat`'s."""
+    none = np.zeros(0, dtype=np.int64)
+    flat = np.asarray(lengths, dtype=np.float64)
+
+    def pick(values: np.ndarray) -> np.ndarray:
+        return score_flat(values, group, rank, none, none, none, none.astype(bool), groups)["best_of_k"]
+
+    return {"longest_best_of_k": pick(flat), "shortest_best_of_k": pick(-flat)}
+
+
 def summarize_scores(
     scores: dict[str, np.ndarray], prompt_ids: np.ndarray | None = None, *, samples: int = 1000, seed: int = 0
 ) -> dict[str, float | int | list[float]]:
@@ -201,6 +227,10 @@ def summarize_scores(
         return float(np.nanmean(values)) if np.isfinite(values).any() else nan
 
     chance = {k: scores.get(k, np.full(groups, nan)) for k in ("top1_chance", "best_of_k_chance")}
+    picks = {}
+    for key in ("longest_best_of_k", "shortest_best_of_k"):
+        if key in scores:  # the length controls, where the caller measured the responses
+            picks |= {key: mean_of(scores[key]), f"{key}_ci95": rate_ci(scores[key])}
     return {
         "accuracy": float(sums.sum() / strict) if strict else nan,
         "n": strict,
@@ -217,7 +247,7 @@ def summarize_scores(
         "tied_pairs": ties,
         "tie_mean_abs_diff": float(scores["tie_gap"].sum() / ties) if ties else nan,
         "strict_mean_abs_diff": float(scores["strict_gap"].sum() / strict) if strict else nan,
-    }
+    } | picks
 
 
 def group_summary(

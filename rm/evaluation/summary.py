@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import torch
 
 from rm.errors import ConfigError
-from rm.evaluation.metrics import ece
-from rm.evaluation.ranking_metrics import score_flat, summarize_scores
+from rm.evaluation.metrics import ece, length_bias
+from rm.evaluation.ranking_metrics import length_picks, score_flat, summarize_scores
 
 
 def summarize(chosen: torch.Tensor, rejected: torch.Tensor) -> dict[str, Any]:
@@ -85,20 +86,54 @@ def group_columns(gathered: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     )
 
 
-def summarize_groups(gathered: dict[str, torch.Tensor], names: list[str], samples: int = 1000, seed: int = 0) -> dict:
+def summarize_groups(
+    gathered: dict[str, torch.Tensor], names: list[str], samples: int = 1000, seed: int = 0, lengths=None
+) -> dict:
     """eval.json's numbers from gathered rewards: per subset and overall, `summarize` of the strict pairs (for a
-    pairwise eval set exactly `summarize_by_subset`'s) with the group metrics beside them."""
+    pairwise eval set exactly `summarize_by_subset`'s) with the group metrics beside them; with `lengths` (each
+    gathered response's length, [responses]: `response_tokens`) the length controls too (metrics.length_bias and
+    the longest / shortest picks of ranking_metrics.py), so a run's summary says how far length explains it."""
     c, r = gathered["chosen"].float(), gathered["rejected"].float()
     strict_group = gathered["pair_group"][~gathered["tie"]]
     columns = group_columns(gathered)
     prompts = gathered["prompt"].numpy()
+    if lengths is not None:
+        size = np.bincount(gathered["group"].numpy(), minlength=len(gathered["index"]))
+        start = (np.cumsum(size) - size)[gathered["pair_group"].numpy()]
+        strict = ~gathered["tie"].numpy()
+        len_c, len_r = (lengths[(start + gathered[k].numpy())[strict]] for k in ("a", "b"))
+        columns |= length_picks(lengths, gathered["group"].numpy(), gathered["rank"].numpy(), len(size))
 
     def summary(mask: torch.Tensor) -> dict:
         rows = mask.numpy()
         groups = summarize_scores({k: v[rows] for k, v in columns.items()}, prompts[rows], samples=samples, seed=seed)
-        return with_group_metrics(summarize(c[mask[strict_group]], r[mask[strict_group]]), groups)
+        pairs = mask[strict_group]
+        pairwise = summarize(c[pairs], r[pairs])
+        if lengths is not None:
+            kept = pairs.numpy()
+            bias = length_bias(c[pairs].double().numpy(), r[pairs].double().numpy(), len_c[kept], len_r[kept])
+            pairwise |= {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in bias.items()}  # as saved
+        return with_group_metrics(pairwise, groups)
 
-    return by_subset(summary, gathered["subset"], names)
+    return by_subset(summary, gathered["subset"], names) | ({"length_unit": TOKENS} if lengths is not None else {})
+
+
+TOKENS = "tokens of the response, as the model saw it"
+"""eval.json's `length_unit` of a run's own eval (`response_tokens`); `rm eval`'s `eval.length_unit` is characters."""
+
+
+def response_tokens(split: object, gathered: dict[str, torch.Tensor]) -> np.ndarray | None:
+    """Each gathered response's length in tokens, as the model saw it (its ids fitted into max_length), read from
+    the encoded split the eval scored (rm/tokens/store.py); None where the loader's data is not one. A run keeps no
+    text past encoding, so its own eval measures length in tokens, where `rm eval` counts characters."""
+    table = getattr(split, "table", None)
+    if table is None or "response_ids" not in table.schema.names:
+        return None
+    ids = table.column("response_ids").combine_chunks()
+    per_group = ids.offsets.to_numpy()  # group i's responses are flat rows per_group[i] .. per_group[i + 1]
+    tokens = pc.list_value_length(ids.flatten()).to_numpy(zero_copy_only=False).astype(np.float64)
+    rows = per_group[gathered["index"].numpy()][gathered["group"].numpy()] + gathered["slot"].numpy()
+    return tokens[rows]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +149,7 @@ class Metric:
 
 
 EVAL_KEYS = {"overall", "subsets", "attributes", "soft_calibration", "calibration", "eval", "suite", "length_bins"}
-EVAL_KEYS |= {"scored", "scores", "suites"}  # "suites": a training run's last leaderboard scores
+EVAL_KEYS |= {"scored", "scores", "suites", "length_unit"}  # "suites": a training run's last leaderboard scores
 _METRICS: dict[str, Metric] = {}
 
 

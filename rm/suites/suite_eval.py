@@ -5,7 +5,8 @@ The usual numbers (`overall`, `subsets`, calibration, length bias: rm.evaluation
 computed over the suite's items as pairs and groups (every chosen response above every rejected one); eval.json
 adds `suite`: the leaderboard's section scores and overall figure, computed by the suite's own rule
 (rm/suites/rewardbench.py, rewardbench2.py, rm_bench.py), with each figure's n, interval and chance level
-(rm/suites/suite_intervals.py), and how the texts were formatted. Every response is
+(rm/suites/suite_intervals.py), what always picking the shortest or the longest answer scores by the same rules
+(rm/suites/suite_length.py), and how the texts were formatted. Every response is
 scored (rm/suites/score_items.py): cut to fit `max_length` where it must be, never dropped.
 """
 
@@ -33,6 +34,7 @@ from rm.suites.catalog import Suite, formatting, get_suite, load_items, load_pri
 from rm.suites.records import SuiteItem
 from rm.suites.score_items import encode_items, score_all
 from rm.suites.suite_intervals import suite_uncertainty
+from rm.suites.suite_length import length_controls
 
 log = logging.getLogger("rm")
 
@@ -110,6 +112,7 @@ def score_suite(
     mine, theirs = rewards[: len(items)], rewards[len(items) :]
     block = suite_scores(suite, items, mine, (prior, theirs) if prior else None)
     block["uncertainty"] = suite_uncertainty(suite.name, items + prior, rewards, options.samples, options.seed)
+    block["length_controls"] = length_controls(suite, items, prior, options.samples, options.seed)
     nonfinite = int(np.sum(~np.isfinite(flat)))
     if nonfinite:
         block["notes"].append(f"{nonfinite} rewards are not finite (NaN or infinite): counted as wrong")

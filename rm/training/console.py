@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from rm.config.rundir import RunDir
 from rm.evaluation.gather import format_table
+from rm.evaluation.report.length_text import length_line
 from rm.tokens.prepare import Prepared
 from rm.training.loop import Run
 
@@ -100,9 +101,11 @@ def suite_lines(result: dict) -> list[str]:
 
 
 def summary(result: dict, step: int, seconds: float, root: str, groups: bool) -> str:
-    """The end-of-run summary: accuracy per subset; for a K-response eval set (`groups`) its group metrics; each
-    suite's score; where the run directory is."""
+    """The end-of-run summary: accuracy per subset and the length line (rm/evaluation/report/length_text.py); for a
+    K-response eval set (`groups`) its group metrics; each suite's score; where the run directory is."""
     lines = [f"\nheld-out accuracy after {step} steps ({seconds} s):", format_table(result)]
+    length = length_line(result, groups)  # what length alone scores, beside the model (in tokens: a run keeps no text)
+    lines += [length] if length else []
     if groups:
         lines += ["", "held-out rankings of the eval groups:", *ranking_table(result)]
     if result.get("suites"):

@@ -160,6 +160,7 @@ def test_every_headline_number_has_its_n_interval_and_chance(pages):
                 "accuracy": subsets + 1}  # fmt: skip
         if suite == "rewardbench2":
             want["groups"] = 2 * (subsets + 1)  # top-1 and best-of-K
+            want["length-controls"] = 3 * (subsets + 1)  # best-of-K beside the longest and the shortest picks
         assert by_table == want
         chance = {c["data-chance"] for c in page.headline if c["table"] == "groups"}
         assert suite != "rewardbench2" or "0.250" in chance  # best-of-4 and top-1 of one best in four

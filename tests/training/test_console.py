@@ -13,6 +13,7 @@ from group_data import write_groups
 
 from conftest import QUICKSTART, SHORT, TINY_MODEL
 from rm.config import load_config
+from rm.evaluation.summary import TOKENS
 from rm.training.console import resume_hint
 from rm.training.run import main
 
@@ -68,6 +69,8 @@ def test_a_pair_run_shows_no_rankings_and_its_run_directory_as_typed(tmp_path, m
     out = capsys.readouterr().out
     assert "train pairs {" in caplog.text and "eval pairs" in caplog.text and "groups (K=" not in caplog.text
     assert "held-out accuracy after 2 steps" in out and "top-1" not in out and "suite " not in out
+    length = next(line for line in out.splitlines() if line.startswith("length (tokens): longer wins "))
+    assert "best-of-K" not in length  # pairs: their best-of-K is their accuracy
     assert out.rstrip().endswith("run directory: runs/pairs")
 
 
@@ -102,3 +105,36 @@ def test_a_path_under_the_working_directory_is_relative_and_one_outside_is_as_gi
     given, want = (s.format(here=here, tmp=tmp_path) for s in (given, want))
     config = Path(os.path.abspath(given)) / "config.yaml"
     assert resume_hint(config, given).startswith(f"continue with: python -m rm train {want}/config.yaml train.resume=")
+
+
+def write_longer_wins(path: Path, n: int) -> Path:
+    """Groups of 2 to 4 responses, each better-ranked one longer by whole words than the next: length alone ranks
+    every group right, in characters and in tokens alike."""
+    with open(path, "w") as f:
+        for i in range(n):
+            k = 2 + i % 3
+            texts = [f"answer {i % 7}" + " and more" * (k - j) for j in range(k)]
+            responses = [{"text": t, "score": float(k - j)} for j, t in enumerate(texts)]
+            f.write(json.dumps({"prompt": f"question {i}?", "responses": responses, "subset": "s"}) + "\n")
+    return path
+
+
+def test_a_run_ends_with_the_length_line_where_the_longest_answer_always_wins(tmp_path, capsys):
+    """The run's own eval measures lengths in tokens (it keeps no text): the longer answer wins every pair, the
+    longest pick every group, the shortest none, in eval.json and on the summary's length line."""
+    data = write_longer_wins(tmp_path / "longer.jsonl", 48)
+    overrides = [
+        f"data.source={data}", "data.eval_split=", "data.eval_fraction=0.25", *TINY_MODEL, "collator.max_length=64",
+        "train.batch_size=8", "train.eval_batch_size=16", "train.max_steps=2", "train.report_to=[]",
+        "train.num_threads=1", "export.enabled=false", f"output_dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    main(load_config(QUICKSTART, overrides))
+    out = capsys.readouterr().out
+    saved = json.loads((tmp_path / "run" / "eval.json").read_text())
+    o = saved["overall"]
+    assert saved["length_unit"] == TOKENS and o["groups"] == 12
+    assert (o["longer_chosen_rate"], o["longest_best_of_k"], o["shortest_best_of_k"]) == (1.0, 1.0, 0.0)
+    line = next(x for x in out[out.index("held-out accuracy") :].splitlines() if x.startswith("length ("))
+    assert line.startswith("length (tokens): longer wins 1.000 of pairs (longer wins 1.000); model prefers longer ")
+    assert f"|pearson(reward, tokens)| {o['reward_length_abs_pearson']:.3f}" in line
+    assert line.endswith(f"best-of-K {o['best_of_k_accuracy']:.3f} against longest pick 1.000, shortest pick 0.000")

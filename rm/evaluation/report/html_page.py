@@ -24,6 +24,7 @@ import numpy as np
 
 from rm.data.load import Example
 from rm.evaluation.report import markdown as md
+from rm.evaluation.report.length_text import control_text
 from rm.evaluation.report.page_assets import SCRIPT, STYLE
 from rm.evaluation.report.pair_browser import browser_html, browser_items, margin_of
 from rm.evaluation.report.record_refs import hide_paths
@@ -150,6 +151,10 @@ def render_html(result: dict, kept: list[Example], rewards: list[np.ndarray], fi
     body += [_figure(figures["calibration.png"], "reliability diagram"), "<h2>Rewards</h2>"]
     body += [_figure(figures["reward_hist.png"], "reward histograms"), "<h2>Length bias</h2>"]
     body += [_paragraph(md.length_text(o)), html_table(md.length_table(result), "length", overall=False)]
+    body += [
+        _paragraph(control_text(md.has_groups(o))),
+        html_table(md.length_controls(result), "length-controls", sections=grouped),
+    ]
     body.append(_figure(figures["length_bias.png"], "length bias"))
     if result.get("attributes") and "attributes.png" in figures:
         body += ["<h2>Attributes</h2>", _paragraph(md.ATTRIBUTE_TEXT)]

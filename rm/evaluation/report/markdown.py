@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from rm.evaluation.attribute_metrics import attribute_lines
+from rm.evaluation.report.length_text import control_table, control_text, length_line
 from rm.evaluation.report.suite_text import against_chance, ci_text, subset_sections, suite_markdown
 
 PAIR_CHANCE = 0.5
@@ -52,7 +53,13 @@ def format_table(result: dict) -> str:
             f"{_f(m['best_of_k_accuracy'], 4):>9}  {_f(m['kendall_tau'], 4):>11}"
             for name, m in rows
         ]
-    return "\n".join(lines + attribute_lines(result))
+    length = length_line(result, has_groups(result["overall"]))
+    return "\n".join(lines + ([length] if length else []) + attribute_lines(result))
+
+
+def length_controls(result: dict) -> Table:
+    """The length controls beside the model's figures, per subset and overall (rm/evaluation/report/length_text.py)."""
+    return control_table(_rows(result), has_groups(result["overall"]))
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -177,7 +184,8 @@ def length_text(o: dict) -> list[str]:
     return [
         f"Over all pairs the chosen response is the longer one in {_f(o['longer_chosen_rate'])} of them. The model",
         f"scores the longer response higher in {_f(o['prefers_longer_rate'])} of the pairs of unequal length, and",
-        f"its rewards have Spearman rho = {_f(o['reward_length_spearman'])} with response length.",
+        f"its rewards have Spearman rho = {_f(o['reward_length_spearman'])} and |Pearson r| = "
+        f"{_f(o.get('reward_length_abs_pearson'))} with response length.",
     ]
 
 
@@ -236,7 +244,8 @@ def render_markdown(result: dict) -> str:
     if result.get("soft_calibration"):
         md += ["", *SOFT_TEXT, "", *md_table(soft_table(result["soft_calibration"]))]
     md += ["", "![reliability diagram](calibration.png)", "", "## Rewards", "", "![reward histograms](reward_hist.png)"]
-    md += ["", "## Length bias", "", *length_text(o), "", *md_table(length_table(result))]
+    md += ["", "## Length bias", "", *length_text(o), "", *md_table(length_table(result)), ""]
+    md += [*control_text(has_groups(o)), "", *md_table(length_controls(result))]
     md += ["", "![length bias](length_bias.png)", ""]
     if result.get("attributes"):
         md += ["## Attributes", "", *ATTRIBUTE_TEXT, "", *md_table(attribute_table(result))]

@@ -71,10 +71,27 @@ def suite_facts(suite: dict) -> list[str]:
     if form:
         same = "the same as" if form.get("same_as_leaderboard") else "NOT the same as (its numbers may differ)"
         facts.append(f"formatting: {form.get('renderer')}, {same} the leaderboard's: {form.get('leaderboard')}")
+    facts += control_facts(suite)
     facts.append(f"texts cut to max_length (never dropped): {suite.get('texts_truncated', 0)}")
     if u:
         facts.append(f"intervals: {u['method']}; chance: what random rewards score on the same records")
     return facts + list(suite.get("notes") or [])
+
+
+def control_facts(suite: dict) -> list[str]:
+    """The length controls in words: the score of always picking the shortest and the longest answer, and each
+    section's shortest-answer figure beside the model's (RewardBench 2's Focus: 52.7% reported for the shortest
+    answer against 25% chance)."""
+    controls = suite.get("length_controls") or {}
+    if not controls:
+        return []
+    short, long = controls["shortest"], controls["longest"]
+    line = (f"length controls (the suite's own rule, lengths in characters): always the shortest answer scores "
+            f"{f4(short.get('score'))} {ci_text(short['ci95'].get('score'))}, always the longest "
+            f"{f4(long.get('score'))} {ci_text(long['ci95'].get('score'))}")  # fmt: skip
+    flat = {k: v for k, v in (suite.get("sections") or {}).items() if not isinstance(v, dict)}
+    beside = [f"{k} {f4(v)} against {f4((short.get('sections') or {}).get(k))}" for k, v in flat.items()]
+    return [line] + ([f"model against the shortest answer, per section: {'; '.join(beside)}"] if beside else [])
 
 
 def _figure_cells(value, ci, chance, n) -> list[str]:
@@ -82,6 +99,28 @@ def _figure_cells(value, ci, chance, n) -> list[str]:
 
 
 FIGURE_HEAD = ["95% CI", "chance", "against chance"]
+CONTROL_HEAD = ["shortest answer", "shortest answer 95% CI", "longest answer", "longest answer 95% CI"]
+"""The length controls' columns (eval.json's `suite.length_controls`: rm/suites/suite_length.py) beside a figure:
+what always picking the shortest or the longest answer scores by the suite's own rule, with its interval."""
+
+
+def control_cells(suite: dict, level: str, name: str = "") -> list[str]:
+    """The length controls of one figure (`level`: "score", or "sections" / "subsets" with the figure's `name`), as
+    `CONTROL_HEAD`'s cells; [] where eval.json has none."""
+    controls = suite.get("length_controls") or {}
+    cells = []
+    for pick in ("shortest", "longest") if controls else ():
+        c = controls[pick]
+        if level == "score":
+            cells += [f4(c.get("score")), ci_text(c["ci95"].get("score"))]
+        else:
+            cells += [f4((c.get(level) or {}).get(name)), ci_text((c["ci95"].get(level) or {}).get(name))]
+    return cells
+
+
+def control_head(suite: dict) -> tuple[list[str], list[str]]:
+    """`CONTROL_HEAD` and its alignment where eval.json has the length controls, else nothing."""
+    return (CONTROL_HEAD, ["---:", "---"] * 2) if suite.get("length_controls") else ([], [])
 
 
 def section_table(suite: dict) -> Table:
@@ -105,10 +144,12 @@ def section_table(suite: dict) -> Table:
         overall = ["overall", str(u["n"]["score"])] + ["", "", ""] * (len(keys) - 1)
         overall += [f4(suite.get("score")), ci_text(u["ci95"].get("score")), f4(u["chance"].get("score"))]
         return head, ["---"] + ["---:"] * (len(head) - 1), rows + [overall]
-    rows = [[name, *_figure_cells(v, ci.get(name), chance.get(name), n.get(name))] for name, v in sections.items()]
+    rows = [[name, *_figure_cells(v, ci.get(name), chance.get(name), n.get(name)),
+             *control_cells(suite, "sections", name)] for name, v in sections.items()]  # fmt: skip
     rows.append(["overall", *_figure_cells(suite.get("score"), u["ci95"].get("score"), u["chance"].get("score"),
-                                           u["n"].get("score"))])  # fmt: skip
-    return ["section", "n", "score", *FIGURE_HEAD], ["---", "---:", "---:", "---", "---:", "---"], rows
+                                           u["n"].get("score")), *control_cells(suite, "score")])  # fmt: skip
+    extra, align = control_head(suite)
+    return ["section", "n", "score", *FIGURE_HEAD, *extra], ["---", "---:", "---:", "---", "---:", "---", *align], rows
 
 
 def subset_table(suite: dict) -> tuple[Table, dict[str, str | None]]:
@@ -125,9 +166,11 @@ def subset_table(suite: dict) -> tuple[Table, dict[str, str | None]]:
     rest = [k for k in keys if k not in (value, "n")]
     ci, chance = u["ci95"].get("subsets") or {}, u["chance"].get("subsets") or {}
     rows = [[name, *_figure_cells(subsets[name].get(value), ci.get(name), chance.get(name), subsets[name].get("n")),
-             *(f4(subsets[name].get(k)) for k in rest)] for name in order]  # fmt: skip
-    head = ["subset", "n", value, *FIGURE_HEAD, *rest]
-    return (head, ["---", "---:", "---:", "---", "---:", "---"] + ["---"] * len(rest), rows), order
+             *control_cells(suite, "subsets", name), *(f4(subsets[name].get(k)) for k in rest)]
+            for name in order]  # fmt: skip
+    extra, align = control_head(suite)
+    head = ["subset", "n", value, *FIGURE_HEAD, *extra, *rest]
+    return (head, ["---", "---:", "---:", "---", "---:", "---", *align] + ["---"] * len(rest), rows), order
 
 
 def suite_tables(suite: dict) -> list[tuple[str, Table]]:
