@@ -155,12 +155,12 @@ def test_a_diverged_model_is_never_checkpointed_and_never_exported(tmp_path, mon
     used to keep step-5 and step-6, non-finite, and export them with exit code 0)."""
     calls = [0]
 
-    def blow_up(model, batch):
+    def blow_up(model, batch, *length):
         calls[0] += 1
         if calls[0] == 3:
             with torch.no_grad():
                 next(model.parameters()).fill_(float("inf"))
-        return group_outputs(model, batch)
+        return group_outputs(model, batch, *length)
 
     monkeypatch.setattr(rm.training.loop, "group_outputs", blow_up)
     out = tmp_path / "run"
