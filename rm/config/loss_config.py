@@ -40,11 +40,12 @@ class LossConfig:
     report. A strength beyond a declared max is a bad record."""
     length_corr_coef: float = 1.0
     """With model.head.length: weight of ODIN's correlation term, (1 - corr(length output, tokens)) + |corr(reward,
-    tokens)|. 1.0 is the default of ODIN's released training script (RLHFlow's odin/gemma_two_head.py,
-    `correlation_with_length`); the paper's own value could not be checked offline."""
+    tokens)|. 1.0 is the default of ODIN's training script as RLHFlow released it
+    (bradley-terry-rm/gemma_two_head.py, `correlation_with_length`, read there)."""
     length_orth_coef: float = 1.0
     """With model.head.length: weight of ODIN's orthogonality term |cos(w_reward, w_length)| between the two heads'
-    weight rows. 1.0 is that script's `ortho_reg` default (the term itself is commented out there)."""
+    weight rows. That script names its weight (`rm_ortho_reg`) but gives it no value, so 1.0 here, as the
+    correlation term's."""
     length_stats_momentum: float = 0.1
     """With model.head.length: how far each optimizer step moves the running means and deviations that the
     correlation term standardises by towards the step's own (1: the last step's alone)."""
