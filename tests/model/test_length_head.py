@@ -1,6 +1,7 @@
-"""The length head (model.head.length, rm/model/length/): token counts in every layout, its terms against a hand
-computation and against Pearson's correlation by torch.corrcoef, the same gradient whether a batch is one
-micro-batch or two, with ties, Plackett-Luce and attribute outputs, and the config's refusals."""
+"""The length head (model.head.length, rm/model/length/): token counts in every layout, its terms over ordered pairs'
+differences against a hand computation and against the correlations by torch.corrcoef, a marker-only reward left
+alone, the same gradient whether a batch is one micro-batch or two, with ties, Plackett-Luce and attribute outputs,
+and the config's refusals."""
 
 import math
 
@@ -14,7 +15,8 @@ from rm.collate.padded import PaddedCollator
 from rm.config import load_config
 from rm.config.schema import LossConfig
 from rm.errors import ConfigError
-from rm.model.length.length_head import LengthHead
+from rm.model.length import length_head
+from rm.model.length.length_head import QUALITY_SCALE, LengthHead
 from rm.model.length.length_loss import length_terms, response_tokens
 from rm.model.objective import group_step_weights, preference_loss, training_loss
 from rm.model.reward import RewardModel, group_outputs
@@ -37,21 +39,26 @@ def stated_head(moments: list[float], updates: int = 1, orthogonality: float = 0
     return head
 
 
-MOMENTS = [0.2, -0.1, 1.5, 1.0, 0.5, 3.0, 0.6, 0.1]  # E q, E l, E n, E q^2, E l^2, E n^2, E qn, E ln
+MOMENTS = [0.2, -0.1, 1.5, 1.0, 0.5, 3.0, 0.6, 0.1]  # of pair differences: E dq, E dl, E dn, E dq^2, ... E dl dn
 
 
-def hand_terms(cfg: LossConfig, q: list[float], lo: list[float], n: list[float], u: list[float], updates: int = 1):
+def hand_terms(cfg: LossConfig, q, lo, n, batch, w, updates: int = 1) -> float:
+    """The terms by hand: every ordered pair's differences, its group's weight shared among the group's pairs."""
     m = MOMENTS
     mean = m[:3]
-    std = [math.sqrt(max(m[3 + i] - mean[i] ** 2, 1e-8)) for i in range(3)]
+    var = [max(m[3 + i] - mean[i] ** 2, 1e-8) for i in range(3)]
+    std = [math.sqrt(var[0] + QUALITY_SCALE**2), math.sqrt(var[1]), math.sqrt(var[2])]
     rho = [max(-1.0, min(1.0, (m[6 + i] - mean[i] * mean[2]) / (std[i] * std[2]))) for i in range(2)]
-    total = 0.0
-    for qi, li, ni, ui in zip(q, lo, n, u, strict=True):
-        zq, zl, zn = (qi - mean[0]) / std[0], (li - mean[1]) / std[1], (ni - mean[2]) / std[2]
-        p_l = zl * zn - rho[1] / 2 * (zl * zl - 1)
-        p_q = zq * zn - rho[0] / 2 * (zq * zq - 1)
-        corr = (1 - p_l) + math.copysign(1.0, rho[0]) * p_q if updates else 0.0
-        total += ui * (cfg.length_corr_coef * corr + cfg.length_orth_coef * 0.3)
+    pairs = list(zip(batch["better"].tolist(), batch["worse"].tolist(), batch["pair_group"].tolist(), strict=True))
+    total = cfg.length_orth_coef * 0.3 * sum(w)
+    for b, k, g in pairs:
+        v = w[g] / sum(1 for p in pairs if p[2] == g)
+        zq, zl = (q[b] - q[k] - mean[0]) / std[0], (lo[b] - lo[k] - mean[1]) / std[1]
+        zn = (n[b] - n[k] - mean[2]) / std[2]
+        p_l = zl * zn - rho[1] / 2 * (zl * zl - var[1] / std[1] ** 2)
+        p_q = zq * zn - rho[0] / 2 * (zq * zq - var[0] / std[0] ** 2)
+        corr = (1 - p_l) + rho[0] * (p_q - rho[0] / 2) if updates else 0.0
+        total += v * cfg.length_corr_coef * corr
     return total
 
 
@@ -64,30 +71,58 @@ def test_the_terms_match_a_hand_computation(weighting, updates):
     q, lo = torch.randn(2, len(batch["response_group"]), dtype=torch.float64)
     n = response_tokens(batch).double()
     w = group_step_weights(cfg, batch).double()
-    per_group = torch.bincount(batch["response_group"])
-    u = [float(w[g] / per_group[g]) for g in batch["response_group"]]
     got = length_terms(cfg, q, lo, batch, w, stated_head(MOMENTS, updates))
-    assert got.item() == pytest.approx(hand_terms(cfg, q.tolist(), lo.tolist(), n.tolist(), u, updates), rel=1e-12)
+    want = hand_terms(cfg, q.tolist(), lo.tolist(), n.tolist(), batch, w.tolist(), updates)
+    assert got.item() == pytest.approx(want, rel=1e-12)
 
 
-def test_at_the_batchs_own_statistics_the_gradient_is_pearsons():
-    """Pairs under group weighting: every response weighs 1/2, so the running statistics set to the batch's own
-    moments make the term's gradient that of 1 - corr(l, n) + |corr(q, n)|, taken by torch.corrcoef."""
+@pytest.mark.parametrize("scale", [0.0, 0.5])
+def test_at_the_batchs_own_statistics_the_gradient_is_that_of_the_pairs_correlations(scale, monkeypatch):
+    """Pairs under group weighting: every pair weighs 1, so the running statistics set to the batch's own moments
+    of the pair differences make the term's value and gradient those of 1 - corr(dl, dn) + corr(dq, dn)^2 / 2,
+    taken by torch.corrcoef (the quality deviation with `scale` added in quadrature)."""
+    monkeypatch.setattr(length_head, "QUALITY_SCALE", scale)
     batch = PaddedCollator(0)(random_pairs(50, 8, seed=2))
     n = response_tokens(batch).double()
+    better, worse = batch["better"], batch["worse"]
     torch.manual_seed(1)
     q = (torch.randn(len(n), dtype=torch.float64) + 0.1 * n).requires_grad_()
     lo = torch.randn(len(n), dtype=torch.float64).requires_grad_()
-    x = torch.stack([q.detach(), lo.detach(), n])
-    moments = [*x.mean(1), *(x * x).mean(1), *(x[:2] * n).mean(1)]
+    x = torch.stack([q.detach()[better] - q.detach()[worse], lo.detach()[better] - lo.detach()[worse]])
+    dn = n[better] - n[worse]
+    x = torch.cat([x, dn[None]])
+    moments = [*x.mean(1), *(x * x).mean(1), *(x[:2] * dn).mean(1)]
     cfg = LossConfig(length_orth_coef=0.0)
     weights = group_step_weights(cfg, batch).double()
-    (length_terms(cfg, q, lo, batch, weights, stated_head([float(v) for v in moments])) / weights.sum()).backward()
+    got = length_terms(cfg, q, lo, batch, weights, stated_head([float(v) for v in moments])) / weights.sum()
+    got.backward()
     q2, l2 = q.detach().clone().requires_grad_(), lo.detach().clone().requires_grad_()
-    rho_q, rho_l = torch.corrcoef(torch.stack([q2, n]))[0, 1], torch.corrcoef(torch.stack([l2, n]))[0, 1]
-    ((1 - rho_l) + rho_q.abs()).backward()
+    dq, dl = q2[better] - q2[worse], l2[better] - l2[worse]
+    cov = ((dq - dq.mean()) * (dn - dn.mean())).mean()
+    rho_q = cov / ((dq.var(correction=0) + scale**2).sqrt() * dn.std(correction=0))
+    rho_l = torch.corrcoef(torch.stack([dl, dn]))[0, 1]
+    want = (1 - rho_l) + rho_q**2 / 2
+    want.backward()
+    assert got.item() == pytest.approx(want.item(), rel=1e-9)
     torch.testing.assert_close(q.grad, q2.grad, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(lo.grad, l2.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_a_reward_that_ranks_by_the_marker_alone_is_not_penalised():
+    """Every pair's quality difference the same (what a marker-only reward gives, however the better answer's
+    length goes): no gradient on the quality output from the correlation term."""
+    batch = PaddedCollator(0)(random_pairs(50, 8, seed=2))
+    q = torch.zeros(len(batch["response_group"]), dtype=torch.float64)
+    q[batch["better"]] = 1.5
+    q.requires_grad_()
+    lo = torch.randn(len(q), dtype=torch.float64)
+    n = response_tokens(batch).double()
+    dn = n[batch["better"]] - n[batch["worse"]]
+    x = torch.stack([torch.full_like(dn, 1.5), lo[batch["better"]] - lo[batch["worse"]], dn])
+    moments = [float(v) for v in [*x.mean(1), *(x * x).mean(1), *(x[:2] * dn).mean(1)]]
+    cfg = LossConfig(length_orth_coef=0.0)
+    length_terms(cfg, q, lo, batch, group_step_weights(cfg, batch).double(), stated_head(moments)).backward()
+    assert q.grad.abs().max().item() < 1e-12
 
 
 def step_gradients(cfg: LossConfig, data: list[EncodedGroup], parts: list[list[int]], collator):

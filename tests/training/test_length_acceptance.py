@@ -3,7 +3,12 @@ of the training pairs (rm/data/length_pairs.py), plain Bradley-Terry buys accura
 quality output of a run with `model.head.length` must instead rank by the marker. Both runs: the same model, data,
 steps and seed; each export is evaluated as a user would (`rm.load(...).evaluate`, what `rm eval` writes) on the
 length-inverted test (the chosen answer shorter in every pair: only the marker wins), the length-balanced test, and
-a held-out set drawn like the training set (80% longer chosen), where the reward's correlation with length is read.
+a held-out set drawn like the training set (80% longer chosen).
+
+The reward's correlation with length is read on the balanced set (also the runs' eval split, so eval.json's
+token-count correlation is over it too), not on the 80% held-out set: there the better answer is the longer in 80%
+of the pairs, so a reward that ranks by the marker alone correlates with length (about +0.57) by construction. Both
+are printed.
 """
 
 import math
@@ -40,28 +45,33 @@ def se(p: float, n: int) -> float:
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the length head's quality output does not learn the marker on this data (rm/model/length/length_loss.py)",
+    reason="at 400 steps neither model has learnt the marker (plain BT balanced 0.54); at 1000-1200 steps the "
+    "head learns it first and beats plain BT on inverted pairs (by 5-78 points), but with |pearson| 0.04-0.31 and "
+    "one seed short of 10 points: not every seed meets every bound",
 )
 def test_the_length_heads_reward_ranks_by_the_marker_where_plain_bradley_terry_ranks_by_length(tmp_path):
     write_length_dataset(tmp_path, N_TRAIN, N_TEST, SEED)  # train: 80% longer chosen; test: inverted; balanced
     write_jsonl_gz(tmp_path / "marker" / "heldout.jsonl.gz", pairs(N_TEST, SEED + 3, 0.8))
+    write_jsonl_gz(tmp_path / "marker" / "balanced.jsonl.gz", pairs(N_TEST, SEED + 2, 0.5))  # the eval split
     sets = {"inverted": ("marker", "test"), "balanced": ("balanced", "test"), "heldout": ("marker", "heldout")}
     got, runs = {}, {}
     for name, extra in (("plain", []), ("head", ["model.head.length=true"])):
-        data = [f"data.source={tmp_path / 'marker'}", "data.eval_split=heldout"]
+        data = [f"data.source={tmp_path / 'marker'}", "data.eval_split=balanced"]
         run = rm.train(QUICKSTART, overrides=[f"output_dir={tmp_path / name}", *data, *SETTING, *extra])
         model = rm.load(run.export, device="cpu", num_threads=1)
         got[name] = {s: model.evaluate(str(tmp_path / d), split=split)["overall"] for s, (d, split) in sets.items()}
         runs[name] = run.metrics
     acc = {m: {s: got[m][s]["accuracy"] for s in sets} for m in got}
-    # |Pearson(reward, length in characters)| over every held-out response: eval.json's own control, the same
+    # |Pearson(reward, length in characters)| over every balanced response: eval.json's own control, the same
     # computation for both models
-    r = {m: got[m]["heldout"]["reward_length_pearson"] for m in got}
+    r = {m: got[m]["balanced"]["reward_length_pearson"] for m in got}
+    r80 = {m: got[m]["heldout"]["reward_length_pearson"] for m in got}
     tokens_r = runs["head"]["length_head"]["quality_pearson"]  # the same, by the token count the model saw
     line = (
         f"plain BT: inverted {acc['plain']['inverted']:.3f}, balanced {acc['plain']['balanced']:.3f}, "
         f"pearson(reward, chars) {r['plain']:+.3f}; length head: inverted {acc['head']['inverted']:.3f}, balanced "
-        f"{acc['head']['balanced']:.3f}, pearson(reward, chars) {r['head']:+.3f}, (reward, tokens) {tokens_r:+.3f}"
+        f"{acc['head']['balanced']:.3f}, pearson(reward, chars) {r['head']:+.3f}, (reward, tokens) {tokens_r:+.3f}; "
+        f"on the 80% held-out set: plain {r80['plain']:+.3f}, head {r80['head']:+.3f}"
     )
     print(line)
     assert acc["plain"]["inverted"] < 1.0, f"plain BT learnt the marker whole: choose fewer steps ({line})"

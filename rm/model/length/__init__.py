@@ -7,9 +7,11 @@ the two heads' weight vectors apart; the length output is then dropped, so the r
 quality output alone. rm keeps the quality output in the score head (row 0, what every export and scorer reads)
 and the length output in a linear layer of the training wrapper (`LengthHead`), so nothing but training sees it.
 
-A batch's Pearson correlation is not a sum over its responses, and token budgets make micro-batches
+rm correlates differences within the ordered pairs the preference loss compares (the loss
+sees nothing else), so a reward that ranks by quality alone is not penalised where the better answer is mostly
+the longer. A batch's correlation is not a sum over its pairs, and token budgets make micro-batches
 length-grouped, so a per-micro-batch correlation would change with the number of processes and accumulation
-steps. Here each response's term is standardised by running means and deviations (detached, updated once per
+steps. Here each pair's term is standardised by running means and deviations (detached, updated once per
 optimizer step from statistics summed over every micro-batch of the step on every process): the summed term is
 the first-order expansion of Pearson's correlation at those statistics, its gradient the gradient of the step's
 correlation, and N processes compute exactly what one process accumulating N micro-batches computes.

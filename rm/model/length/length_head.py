@@ -9,14 +9,21 @@ import torch.nn.functional as F
 from torch import nn
 
 MOMENTS = ("quality", "length", "tokens", "quality^2", "length^2", "tokens^2", "quality*tokens", "length*tokens")
-"""The running moments kept, in order: E[x] of the three series, their E[x^2], and the two cross moments."""
+"""The running moments kept, in order, of the three series' differences within ordered pairs (better - worse):
+E[d] of the three, their E[d^2], and the two cross moments with the token count's difference."""
 MIN_VARIANCE = 1e-8
-"""A floor on running variances: a series that does not vary (every response of one length) standardises to 0."""
+"""A floor on running variances: a series that does not vary (every pair's two answers of one length) gives 0."""
+QUALITY_SCALE = 1.0
+"""Added in quadrature to the quality difference's deviation, in reward units (a Bradley-Terry logit): the
+quality term is the correlation of sqrt(var + QUALITY_SCALE^2), so its gradient, 1 / that deviation per unit of
+standardised length, stays bounded as the quality output's spread within pairs shrinks (a marker-only reward
+differs by one margin in every pair: its deviation goes to 0, and an unfloored term's gradient would blow up)."""
 
 
 class LengthHead(nn.Module):
     """A bias-free linear layer on the reward's last-token state (the score head's input), the running moments of
-    (quality, length output, token count) over past optimizer steps, and this step's weighted sums so far.
+    the ordered pairs' differences in (quality, length output, token count) over past optimizer steps, and this
+    step's weighted sums so far.
 
     `moments` and `updates` are buffers, so checkpoints keep them and a resumed run continues exactly; the sums
     are a plain attribute, never broadcast by DDP (each process adds its own micro-batches until the step ends)."""
@@ -30,7 +37,7 @@ class LengthHead(nn.Module):
         self.register_buffer("updates", torch.zeros((), dtype=torch.long, device=score_weight.device))
         self.momentum = momentum
         self.sums: torch.Tensor | None = None
-        """[1 + len(MOMENTS)] float64: the summed response weight, then the weighted sums of MOMENTS, this step."""
+        """[1 + len(MOMENTS)] float64: the summed pair weight, then the weighted sums of MOMENTS, this step."""
         self.orthogonality: torch.Tensor | None = None
         """|cos(w_quality, w_length)| of the last forward that read the length output (in its graph)."""
 
@@ -46,21 +53,24 @@ class LengthHead(nn.Module):
         return self.linear(picked).float().squeeze(-1)
 
     def accumulate(self, u: torch.Tensor, quality: torch.Tensor, length: torch.Tensor, tokens: torch.Tensor) -> None:
-        """Add one micro-batch's responses (weights `u`, detached values) to this step's sums."""
-        x = torch.stack([quality.detach(), length.detach(), tokens]).double()  # [3, responses]
+        """Add one micro-batch's ordered pairs (weights `u`, detached differences) to this step's sums."""
+        x = torch.stack([quality.detach(), length.detach(), tokens]).double()  # [3, pairs]
         u = u.detach().double()
         row = torch.cat([u.sum()[None], x @ u, (x * x) @ u, (x[:2] * x[2]) @ u])
         self.sums = row if self.sums is None else self.sums + row
 
-    def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(means [3], deviations [3], correlations [2]: quality and length output with tokens, ready: 1.0 once
-        the moments hold a step's statistics, else 0.0), float64 and detached, from the running moments."""
+    def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(means [3], deviations [3], correlations [2]: quality and length output with tokens, shares [3]: each
+        variance over its deviation squared, ready: 1.0 once the moments hold a step's statistics, else 0.0),
+        float64 and detached, from the running moments; the quality deviation has QUALITY_SCALE in it."""
         m = self.moments.detach().double()
         mean = m[:3]
-        std = (m[3:6] - mean**2).clamp(min=MIN_VARIANCE).sqrt()
+        var = (m[3:6] - mean**2).clamp(min=MIN_VARIANCE)
+        floor = torch.tensor([QUALITY_SCALE**2, 0.0, 0.0], dtype=var.dtype, device=var.device)
+        std = (var + floor).sqrt()
         cov = m[6:8] - mean[:2] * mean[2]
         rho = (cov / (std[:2] * std[2])).clamp(-1.0, 1.0)
-        return mean, std, rho, (self.updates > 0).double()
+        return mean, std, rho, var / std**2, (self.updates > 0).double()
 
     def update(self, reduce: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """At an optimizer step, on every process: sum this step's sums over processes (`reduce`) and move the

@@ -1,20 +1,29 @@
 """The length head's training terms, added to a micro-batch's summed loss (rm/model/objective.py:training_loss).
 
-Each response i carries the weight u_i = (its group's weight in the optimizer step) / (responses of the group), so
-the weights of a step sum to the step's weight, by which the loop divides every micro-batch's summed loss: a sum
-of u_i * f_i over micro-batches and processes is the weighted mean of f over the step, whatever their number.
+The preference loss sees only differences within ordered pairs, so the correlation term is about them too: for
+each ordered pair (better, worse) of a group (a pair's chosen and rejected, or the ordered pairs a group's loss
+uses), dq, dl and dn are the differences of the quality output, the length output and the token count n. A
+reward that ranks by the marker alone differs by one margin in every pair: dq is constant, its covariance with dn
+is 0, and the term leaves it alone, whereas a correlation over responses would fight it (where the better answer
+is mostly the longer, a marker-only reward correlates with length across responses by construction).
 
-With z = (x - mean) / std under the running statistics (`LengthHead.statistics`, detached) and rho their running
-correlation with the token count n, the term of one response is
+Each ordered pair p carries the weight v_p = (its group's weight in the optimizer step) / (the group's ordered
+pairs), so the weights of a step sum to the step's weight, by which the loop divides every micro-batch's summed
+loss: a sum of v_p * f_p over micro-batches and processes is the weighted mean of f over the step, whatever their
+number. With z = (d - mean) / std under the running statistics of the differences (`LengthHead.statistics`,
+detached) and rho their running correlation with dn, the term of one pair is
 
-    length_corr_coef * [(1 - P(length output)) + sign(rho_quality) * P(quality)] + length_orth_coef * |cos(w_q, w_l)|
-    P(x) = z_x * z_n - rho_x / 2 * (z_x^2 - 1)
+    length_corr_coef * [(1 - P(dl)) + rho_q * (P(dq) - rho_q / 2)] + length_orth_coef * |cos(w_q, w_l)|
+    P(x) = z_x * z_n - rho_x / 2 * (z_x^2 - s_x),   s_x = var_x / std_x^2
 
-P's weighted mean over a step is the step's Pearson correlation of x with n to first order around the running
-statistics, and its gradient in x_i, (z_n - rho_x * z_x) / std_x per unit weight, is exactly the gradient of that
-correlation there: so the first bracket is ODIN's (1 - corr(length, n)) + |corr(quality, n)|, in a form that adds
-up. The orthogonality term is the same for every response, so a step adds it once, at its full coefficient. The
-correlation term waits for the first optimizer step's statistics (before them there is nothing to standardise by).
+P's weighted mean over a step is the step's correlation of x with dn to first order around the running statistics,
+and its gradient in x_p, (z_n - rho_x * z_x) / std_x per unit weight, is exactly that correlation's gradient there.
+For the quality output std^2 = var + QUALITY_SCALE^2 (rm/model/length/length_head.py), so the gradient stays bounded
+as its spread shrinks, and rho_q * (P(dq) - rho_q / 2) is the first-order form of rho_q^2 / 2 (its gradient, rho_q
+times the correlation's, and its value): smooth at 0, where |rho_q|'s subgradient would flip sign from step to step.
+So the bracket is 1 - corr(dl, dn) + corr(dq, dn)^2 / 2, in a form that adds up. The orthogonality term is the same
+for every group, so a step adds it once, at its full coefficient. The correlation term waits for the first optimizer
+step's statistics (before them there is nothing to standardise by).
 """
 
 from __future__ import annotations
@@ -41,19 +50,20 @@ def response_tokens(batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return (end - start_of[end] + 1).float()
 
 
-def response_weights(weights: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[responses]: each group's step weight ([groups]) shared equally among its responses."""
-    group = batch["response_group"]
+def pair_weights(weights: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[ordered pairs]: each group's step weight ([groups]) shared equally among its ordered pairs."""
+    group = batch["pair_group"]
     count = torch.zeros_like(weights).index_add_(0, group, torch.ones_like(group, dtype=weights.dtype))
     return (weights / count.clamp(min=1))[group]
 
 
-def pearson_terms(x: torch.Tensor, n: torch.Tensor, mean, std, rho, k: int) -> torch.Tensor:
-    """P(x) of every response for series k (0 quality, 1 length output) against the token counts `n`."""
+def pearson_terms(x: torch.Tensor, n: torch.Tensor, stats, k: int) -> torch.Tensor:
+    """P(x) of every pair for series k (0 quality, 1 length output) against the token count differences `n`."""
+    mean, std, rho, share, _ = stats
     dtype = x.dtype
     zx = (x - mean[k].to(dtype)) / std[k].to(dtype)
     zn = (n - mean[2].to(dtype)) / std[2].to(dtype)
-    return zx * zn - rho[k].to(dtype) / 2 * (zx * zx - 1)
+    return zx * zn - rho[k].to(dtype) / 2 * (zx * zx - share[k].to(dtype))
 
 
 def length_terms(
@@ -65,12 +75,16 @@ def length_terms(
     head: LengthHead,
 ) -> torch.Tensor:
     """The summed correlation and orthogonality terms of one micro-batch (quality and length outputs [responses],
-    each group's step weight [groups]); its responses are added to the head's sums for the step's update."""
-    u = response_weights(weights.to(quality.dtype), batch)
+    each group's step weight [groups]); its ordered pairs are added to the head's sums for the step's update."""
+    weights = weights.to(quality.dtype)
+    v = pair_weights(weights, batch)
+    better, worse = batch["better"], batch["worse"]
     tokens = response_tokens(batch).to(quality.dtype)
-    mean, std, rho, ready = head.statistics()  # before this micro-batch: the same on every process
-    head.accumulate(u, quality, length, tokens)
-    p_length = pearson_terms(length, tokens, mean, std, rho, 1)
-    p_quality = pearson_terms(quality, tokens, mean, std, rho, 0)
-    corr = ready.to(quality.dtype) * ((1 - p_length) + torch.sign(rho[0]).to(quality.dtype) * p_quality)
-    return (u * (cfg.length_corr_coef * corr + cfg.length_orth_coef * head.orthogonality)).sum()
+    dq, dl, dn = quality[better] - quality[worse], length[better] - length[worse], tokens[better] - tokens[worse]
+    stats = head.statistics()  # before this micro-batch: the same on every process
+    head.accumulate(v, dq, dl, dn)
+    p_length, p_quality = pearson_terms(dl, dn, stats, 1), pearson_terms(dq, dn, stats, 0)
+    rho_q, ready = stats[2][0].to(quality.dtype), stats[4].to(quality.dtype)
+    # rho_q * P(dq) has the gradient of rho_q^2 / 2; less rho_q^2 / 2, its value at the running statistics is that
+    corr = (v * ready * ((1 - p_length) + rho_q * (p_quality - rho_q / 2))).sum()
+    return cfg.length_corr_coef * corr + cfg.length_orth_coef * head.orthogonality * weights.sum()
