@@ -32,8 +32,9 @@ MODES = ("error", "skip")
 UNREADABLE = ("unknown_format",)
 """Reasons that say the source's shape is not understood (not that one record is broken): no skip hint."""
 SKIP_HINT = "(set data.on_bad_record=skip, or --on-bad-record skip, to leave such records out and count them)"
-_ABSOLUTE = re.compile(r"(?<![\w.~/-])/[^\s:`'\"()\[\],]+")
-"""An absolute path inside a text: an origin's file (`/data/hh/train.jsonl:12`), a path quoted in a sentence."""
+_ABSOLUTE = re.compile(r"(?<![\w.~:/-])/[^\s:`'\"()\[\]{},;]+")
+"""An absolute path inside a text: an origin's file (`/data/hh/train.jsonl:12`), a path quoted in a sentence (not
+the `/` of `1/K` or `and/or`, nor a URL's `//`)."""
 
 
 def shown_path(path: str) -> str:

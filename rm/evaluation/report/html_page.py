@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rm.data.data_report import shown_text
 from rm.data.load import Example
 from rm.evaluation.report import markdown as md
 from rm.evaluation.report.length_text import control_text
 from rm.evaluation.report.page_assets import SCRIPT, STYLE
 from rm.evaluation.report.pair_browser import browser_html, browser_items, margin_of
-from rm.evaluation.report.record_refs import hide_paths
 from rm.evaluation.report.suite_text import OUTSIDE, subset_sections, subset_table, suite_facts, suite_tables
 
 __all__ = ["browser_items", "margin_of", "render_html"]
@@ -35,7 +35,7 @@ __all__ = ["browser_items", "margin_of", "render_html"]
 
 def _inline(text: str) -> str:
     """Escaped text with report.md's `code` and *emphasis* as HTML, absolute paths cut to their last parts."""
-    text = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(hide_paths(text)))
+    text = re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(shown_text(text)))
     return re.sub(r"\*([^*\s][^*]*)\*", r"<em>\1</em>", text)
 
 
@@ -165,7 +165,7 @@ def render_html(result: dict, kept: list[Example], rewards: list[np.ndarray], fi
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode("ascii")
     policy = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
-    title = html.escape(hide_paths(f"Reward model evaluation: {result['eval']['model']}"))
+    title = html.escape(shown_text(f"Reward model evaluation: {result['eval']['model']}"))
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">',

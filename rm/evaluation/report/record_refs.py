@@ -16,11 +16,10 @@ import os
 import re
 from pathlib import Path
 
+from rm.data.data_report import shown_text
 from rm.data.sources import open_text
 
 HUB = re.compile(r"^[^/\s]+/[^/\s]+\[[^\]]*\] row \d+$")
-LOCAL_PATH = re.compile(r"(?<![\w.~:/-])/[^\s`'\"()\[\]{},;]+")
-"""An absolute POSIX path inside a text (not the `/` of `1/K` or `and/or`, nor a URL's `//`)."""
 
 
 def split_origin(origin: str) -> tuple[str, str, int] | None:
@@ -84,21 +83,10 @@ def record_refs(origins: list[str]) -> dict[str, tuple[str, str]]:
     out = {}
     for origin in origins:
         if origin not in local:
-            out[origin] = ("", hide_paths(origin))
+            out[origin] = ("", shown_text(origin))
             continue
         path, kind, number = local[origin]
         name = os.path.relpath(os.path.abspath(path), root)
         where = f"{name} row {number}" if kind == "row" else f"{name}:{number}"
         out[origin] = (ids.get(local[origin], ""), where)
     return out
-
-
-def hide_paths(text: str) -> str:
-    """`text` with each absolute path cut to its last two parts (".../export/model"): what names the thing
-    without the folders of the machine it ran on."""
-
-    def short(m: re.Match) -> str:
-        parts = [p for p in m.group(0).split("/") if p]
-        return ".../" + "/".join(parts[-2:])
-
-    return LOCAL_PATH.sub(short, text)
