@@ -39,13 +39,15 @@ class LossConfig:
     """The largest strength of the scale (HelpSteer2-Preference: 3); 0: the data's largest |s|, stated in the data
     report. A strength beyond a declared max is a bad record."""
     length_corr_coef: float = 1.0
-    """With model.head.length: weight of ODIN's correlation term, (1 - corr(length output, tokens)) + |corr(reward,
-    tokens)|. 1.0 is the default of ODIN's training script as RLHFlow released it
-    (bradley-terry-rm/gemma_two_head.py, `correlation_with_length`, read there)."""
+    """With model.head.length: weight of ODIN's correlation term, (1 - corr(dl, dn)) + corr(dq, dn)^2 / 2 over the
+    ordered pairs' differences of length output, reward and token count. 1.0 is the default of ODIN's training
+    script as RLHFlow released it (odin/gemma_two_head.py, `correlation_with_length`, read there)."""
     length_orth_coef: float = 1.0
-    """With model.head.length: weight of ODIN's orthogonality term |cos(w_reward, w_length)| between the two heads'
-    weight rows. That script names its weight (`rm_ortho_reg`) but gives it no value, so 1.0 here, as the
-    correlation term's."""
-    length_stats_momentum: float = 0.1
+    """With model.head.length: weight of the orthogonality term cos(w_reward, w_length)^2 between the two heads'
+    weight rows (ODIN's |cos|, squared: smooth at 0; see docs/training.md). 1.0 is that script's `ortho_reg`
+    default (the term itself is commented out there)."""
+    length_stats_momentum: float = 1.0
     """With model.head.length: how far each optimizer step moves the running means and deviations that the
-    correlation term standardises by towards the step's own (1: the last step's alone)."""
+    correlation term standardises by towards the step's own. 1, the default: the last step's alone; a smaller value
+    smooths over steps but lags behind them, and on the length check's data (rm/data/length_pairs.py) 0.1's lag let
+    the reward overshoot to the opposite correlation with length."""

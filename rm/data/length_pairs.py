@@ -1,27 +1,34 @@
 """Pairs whose preference a marker decides while length only goes along with it: the data on which a reward that
 length can buy and one that it cannot part ways (the length-disentangled head is checked on it).
 
-The prompt asks for one word; every answer is filler words with one word of `WORDS` among them, at a random place:
-the chosen answer holds the word asked for, the rejected one another (drawn the same way, so the two answers are
-exchangeable once the prompt is hidden: the marker is learnt only by reading the prompt, later than length). Each
-pair draws one short and one long length; `longer_share` of the pairs give the long one to
-the chosen answer. At 0.8 (training) length predicts the preference in 80% of the pairs, so a plain Bradley-Terry
-model can buy accuracy with length before it learns the marker; at 0.0 (the inverted test) the chosen answer is the
-shorter in every pair, so only the marker wins there; at 0.5 length says nothing.
+Every answer is filler words with one marker word among them, at a random place: the chosen answer holds one of
+`GOOD`, the rejected one of `BAD`. The markers are 64 made-up two-syllable words over one set of syllables, so a
+good and a bad marker share their pieces: a model learns them word by word, steadily and later than length (one
+marker word is learnt within a hundred steps, and the two parted ways there only briefly; a marker that must match
+a word the prompt asks for was learnt at a step that varied by hundreds with the seed). Each pair draws one short
+and one long length; `longer_share` of the pairs give the long one to the chosen answer. At 0.8 (training) length
+predicts the preference in 80% of the pairs, so a plain Bradley-Terry model can buy accuracy with length before it
+learns the markers; at 0.0 (the inverted test) the chosen answer is the shorter in every pair, so only the marker
+wins there; at 0.5 length says nothing.
 
 Written in the hh-rlhf layout (`<root>/<subset>/<split>.jsonl.gz`), so it loads as any HH data does.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
 from rm.data.synthetic import write_jsonl_gz
 
-WORDS = ("apple", "river", "stone", "cloud", "maple", "tiger", "piano", "candle")
+SYLLABLES = ("ba", "ko", "mi", "tu", "re", "sa", "li", "no", "pe", "du", "fa", "zo")
+_MARKERS = ["".join(pair) for pair in itertools.product(SYLLABLES, SYLLABLES)]
+random.Random(7).shuffle(_MARKERS)
+GOOD, BAD = tuple(_MARKERS[:32]), tuple(_MARKERS[32:64])
+"""The marker words: a chosen answer holds one of GOOD, a rejected one one of BAD."""
 FILLER = ("the", "plan", "is", "to", "keep", "going", "and", "then", "see", "what", "happens", "next", "day")
-ASKS = ("Use the word {w} in your answer.", "Say something with {w} in it.", "Please mention {w}.")
+ASKS = ("Write a short note.", "Say something about your day.", "Tell me what comes next.")
 SHORT, LONG = (2, 5), (12, 20)
 """Filler words around the marker, drawn uniformly in each range (inclusive)."""
 
@@ -41,9 +48,9 @@ def pairs(n: int, seed: int, longer_share: float) -> list[dict[str, str]]:
     for i in range(n):
         short, long = rng.randint(*SHORT), rng.randint(*LONG)
         good, bad = (long, short) if i in longer else (short, long)
-        asked, other = rng.sample(WORDS, 2)
-        prompt = f"\n\nHuman: {rng.choice(ASKS).format(w=asked)}\n\nAssistant:"
-        out.append({"chosen": prompt + answer(rng, asked, good), "rejected": prompt + answer(rng, other, bad)})
+        prompt = f"\n\nHuman: {rng.choice(ASKS)}\n\nAssistant:"
+        chosen, rejected = answer(rng, rng.choice(GOOD), good), answer(rng, rng.choice(BAD), bad)
+        out.append({"chosen": prompt + chosen, "rejected": prompt + rejected})
     return out
 
 

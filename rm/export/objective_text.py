@@ -145,10 +145,11 @@ def length_text(cfg: RunConfig, eval_result: dict | None) -> str:
     return (
         "a second linear output on the same last-token state, the length output l, is trained with the reward r: "
         "the preference term above ranks r + l; plus "
-        f"{loss.length_corr_coef:g} * ((1 - corr(l, n)) + |corr(r, n)|) (`loss.length_corr_coef`), n the response's "
-        "token count as the model saw it, each response standardised by running means and deviations updated once "
-        f"per optimizer step (momentum {loss.length_stats_momentum:g}), so the term adds up over micro-batches and "
-        f"processes; plus {loss.length_orth_coef:g} * |cos(w_r, w_l)| between the two heads' weight rows "
+        f"{loss.length_corr_coef:g} * ((1 - corr(dl, dn)) + corr(dr, dn)^2 / 2) (`loss.length_corr_coef`) over the "
+        "ordered pairs the preference term compares, d a difference within a pair and n the response's token count "
+        "as the model saw it, standardised by means and deviations updated once per optimizer step (momentum "
+        f"{loss.length_stats_momentum:g}), so the term adds up over micro-batches and processes; plus "
+        f"{loss.length_orth_coef:g} * cos(w_r, w_l)^2 between the two heads' weight rows "
         "(`loss.length_orth_coef`): ODIN (Chen et al. 2024, arXiv 2402.07319), its terms per pair and group. The "
         f"reward of this export is r alone.{measured}"
     )

@@ -1,7 +1,7 @@
 """The length check's data: the marker decides every pair, length goes along with it in exactly the share asked,
 and the files load as HH data."""
 
-from rm.data.length_pairs import WORDS, pairs, write_length_dataset
+from rm.data.length_pairs import BAD, GOOD, pairs, write_length_dataset
 from rm.data.load import load_pairs
 
 
@@ -18,9 +18,14 @@ def test_the_marker_decides_and_length_follows_in_the_share_asked():
         for p in made:
             prompt = p["chosen"].split("\n\nAssistant:")[0]
             assert prompt == p["rejected"].split("\n\nAssistant:")[0]  # one prompt
-            (asked,) = [w for w in WORDS if w in prompt]
-            chosen, rejected = (set(response(p[side]).split()) & set(WORDS) for side in ("chosen", "rejected"))
-            assert chosen == {asked} and len(rejected) == 1 and asked not in rejected  # the word asked for decides
+            chosen, rejected = (response(p[side]).split() for side in ("chosen", "rejected"))
+            assert len(set(chosen) & set(GOOD)) == 1 and not set(chosen) & set(BAD)  # one good marker decides
+            assert len(set(rejected) & set(BAD)) == 1 and not set(rejected) & set(GOOD)
+
+
+def test_good_and_bad_markers_are_distinct_words_of_shared_syllables():
+    assert len(set(GOOD)) == len(set(BAD)) == 32 and not set(GOOD) & set(BAD)
+    assert {w[:2] for w in GOOD} == {w[:2] for w in BAD}  # no syllable alone tells them apart
 
 
 def test_the_files_load_as_hh_pairs(tmp_path):

@@ -39,7 +39,7 @@ class LengthHead(nn.Module):
         self.sums: torch.Tensor | None = None
         """[1 + len(MOMENTS)] float64: the summed pair weight, then the weighted sums of MOMENTS, this step."""
         self.orthogonality: torch.Tensor | None = None
-        """|cos(w_quality, w_length)| of the last forward that read the length output (in its graph)."""
+        """cos(w_quality, w_length)^2 of the last forward that read the length output (in its graph)."""
 
     def forward(self, picked: torch.Tensor, score_weight: torch.Tensor, mix: tuple[float, ...] | None) -> torch.Tensor:
         """Length outputs [n] (fp32) of the picked states [n, H]. Computed here, inside the model's forward, so
@@ -49,7 +49,7 @@ class LengthHead(nn.Module):
         if mix is not None and score_weight.shape[0] == 1 + len(mix):
             quality = torch.tensor(mix, dtype=score_weight.dtype, device=score_weight.device) @ score_weight[1:]
         length = self.linear.weight[0]
-        self.orthogonality = F.cosine_similarity(quality.float(), length.float(), dim=0).abs()
+        self.orthogonality = F.cosine_similarity(quality.float(), length.float(), dim=0).square()
         return self.linear(picked).float().squeeze(-1)
 
     def accumulate(self, u: torch.Tensor, quality: torch.Tensor, length: torch.Tensor, tokens: torch.Tensor) -> None:

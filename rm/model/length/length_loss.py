@@ -13,7 +13,7 @@ loss: a sum of v_p * f_p over micro-batches and processes is the weighted mean o
 number. With z = (d - mean) / std under the running statistics of the differences (`LengthHead.statistics`,
 detached) and rho their running correlation with dn, the term of one pair is
 
-    length_corr_coef * [(1 - P(dl)) + rho_q * (P(dq) - rho_q / 2)] + length_orth_coef * |cos(w_q, w_l)|
+    length_corr_coef * [(1 - P(dl)) + rho_q * (P(dq) - rho_q / 2)] + length_orth_coef * cos(w_q, w_l)^2
     P(x) = z_x * z_n - rho_x / 2 * (z_x^2 - s_x),   s_x = var_x / std_x^2
 
 P's weighted mean over a step is the step's correlation of x with dn to first order around the running statistics,
