@@ -33,12 +33,14 @@ from rm.data.formats.text_rule import answer_message, holds_hh_turns, prompt_mes
 from rm.errors import RecordError
 
 
-def _list(record: dict, name: str) -> list:
+def list_field(record: dict, name: str, field: str | None = None) -> list:
+    """`record[name]`, which must be a list; a bad record names `field` (its path in the record, default `name`)."""
+    field = field or name
     value = record.get(name)
     if value is None:
-        raise RecordError("missing_field", f"field {name!r} is missing", name)
+        raise RecordError("missing_field", f"field {field!r} is missing", field)
     if not isinstance(value, list):
-        raise RecordError("not_a_list", f"field {name!r} must be a list, got {type(value).__name__}", name)
+        raise RecordError("not_a_list", f"field {field!r} must be a list, got {type(value).__name__}", field)
     return value
 
 
@@ -91,7 +93,7 @@ def parse_ultrafeedback(record: dict, origin: str, ctx: ParseContext) -> Group:
     name = "instruction" if "instruction" in record else "prompt"
     prompt = user_prompt(record, name)
     texts, scores, names, attributes = [], [], [], []
-    for k, item in enumerate(_list(record, "completions")):
+    for k, item in enumerate(list_field(record, "completions")):
         where = f"completions[{k}]"
         completion = _object(item, where)
         score = ultrafeedback_score(completion, score_field, where)
@@ -111,7 +113,7 @@ def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
         raise RecordError("bad_turns", f"field 'prompt' must end on {ASSISTANT!r} (Nectar's HH turns)", "prompt")
     prompt = prompt.rstrip()
     texts, places, names = [], [], []
-    for k, item in enumerate(_list(record, "answers")):
+    for k, item in enumerate(list_field(record, "answers")):
         where = f"answers[{k}]"
         answer = _object(item, where)
         text = string_of(answer.get("answer"), f"{where}.answer")
@@ -136,7 +138,7 @@ def parse_nectar(record: dict, origin: str, ctx: ParseContext) -> Group:
 
 def parse_rewardbench2(record: dict, origin: str, ctx: ParseContext) -> Group:
     prompt = user_prompt(record, "prompt")
-    chosen, rejected = _list(record, "chosen"), _list(record, "rejected")
+    chosen, rejected = list_field(record, "chosen"), list_field(record, "rejected")
     for name, texts in (("chosen", chosen), ("rejected", rejected)):
         if not texts:
             message = f"field {name!r} is empty: a RewardBench 2 record needs at least one chosen and one rejected"
@@ -151,7 +153,7 @@ def parse_responses(record: dict, origin: str, ctx: ParseContext) -> Group:
     raw = record.get("prompt")
     prompt = messages_from(raw, "prompt") if isinstance(raw, list) else user_prompt(record, "prompt")
     texts, values, names, kinds, attributes = [], [], [], set(), []
-    for k, item in enumerate(_list(record, "responses")):
+    for k, item in enumerate(list_field(record, "responses")):
         where = f"responses[{k}]"
         response = _object(item, where)
         attributes.append(scores_from(response.get("attributes"), f"{where}.attributes"))
