@@ -16,9 +16,12 @@ probability or a label outside [0, 1] (a NaN compares false with everything and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from rm.evaluation.attribute_metrics import auc as attribute_auc
 
 CORRECT_AT = 0.5
 """A step probability (or a soft label) at least this much reads as "the step is correct"."""
@@ -47,36 +50,28 @@ def flat_steps(
     return np.concatenate(probs), np.concatenate(labels) >= CORRECT_AT
 
 
+def accuracy(probs: np.ndarray, correct: np.ndarray) -> float | None:
+    """The share of flat steps predicted as their class (probability >= 0.5 against correct); None without steps."""
+    return float(np.mean((probs >= CORRECT_AT) == correct)) if len(probs) else None
+
+
+def auc(probs: np.ndarray, correct: np.ndarray) -> float | None:
+    """Mann-Whitney's AUC of flat step probabilities for the correct steps (attribute_metrics.auc, the project's
+    one), None rather than NaN when the steps are of one class."""
+    value = attribute_auc(probs, correct.astype(np.float64))
+    return None if math.isnan(value) else value
+
+
 def step_accuracy(step_probs: Sequence[Sequence[float]], step_labels: Sequence[Sequence[float | bool]]) -> float | None:
     """The share of all steps predicted as their label says (probability >= 0.5 against label >= 0.5); None when
     there is no step."""
-    probs, correct = flat_steps(step_probs, step_labels)
-    if len(probs) == 0:
-        return None
-    return float(np.mean((probs >= CORRECT_AT) == correct))
-
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """ROC AUC of `scores` ([n]) for the `positive` class ([n] bools) by Mann-Whitney U over average ranks: the
-    positives' rank sum less its least possible value, over the number of (positive, negative) pairs. None when
-    either class is empty."""
-    n_pos = int(positive.sum())
-    n_neg = len(positive) - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return None
-    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    # A run of `c` tied scores after `before` lower ones holds ranks before+1 .. before+c: each gets their mean.
-    before = np.cumsum(counts) - counts
-    ranks = (before + (counts + 1) / 2.0)[inverse.reshape(-1)]
-    u = ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
+    return accuracy(*flat_steps(step_probs, step_labels))
 
 
 def step_auc(step_probs: Sequence[Sequence[float]], step_labels: Sequence[Sequence[float | bool]]) -> float | None:
     """ROC AUC of the step probabilities for the correct steps against the wrong ones, all solutions pooled;
     None when every step is of one class (or there is none)."""
-    probs, correct = flat_steps(step_probs, step_labels)
-    return auc(probs, correct)
+    return auc(*flat_steps(step_probs, step_labels))
 
 
 def step_scores(
@@ -85,7 +80,7 @@ def step_scores(
     """`step_accuracy` and `step_auc` with the counts behind them: steps, and how many of them are correct."""
     probs, correct = flat_steps(step_probs, step_labels)
     return {
-        "step_accuracy": float(np.mean((probs >= CORRECT_AT) == correct)) if len(probs) else None,
+        "step_accuracy": accuracy(probs, correct),
         "step_auc": auc(probs, correct),
         "n_steps": len(probs),
         "n_correct_steps": int(correct.sum()),
