@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -204,6 +204,20 @@ def record_written(root: str | Path, paths: Iterable[Path], grown: bool = False)
     write_text(out.manifest, json.dumps(manifest, indent=1) + "\n")
 
 
+def with_paths(cfg: RunConfig, change: Callable[[str, str], str]) -> RunConfig:
+    """`cfg` with each field that may hold a local path (output_dir, data.source, data.cache_dir, model and
+    tokenizer name_or_path) replaced by `change(key, value)`: the one list of them, for whatever rewrites paths."""
+    d, m, t = cfg.data, cfg.model, cfg.tokenizer
+    data = replace(d, source=change("data.source", d.source), cache_dir=change("data.cache_dir", d.cache_dir))
+    return replace(
+        cfg,
+        output_dir=change("output_dir", cfg.output_dir),
+        data=data,
+        model=replace(m, name_or_path=change("model.name_or_path", m.name_or_path)),
+        tokenizer=replace(t, name_or_path=change("tokenizer.name_or_path", t.name_or_path)),
+    )
+
+
 def absolute_paths(cfg: RunConfig) -> RunConfig:
     """`cfg` with output_dir and every local path in it (data.source, data.cache_dir, a tokenizer or model
     folder) made absolute from the current directory, so that its saved config.yaml resumes and exports from
@@ -212,19 +226,14 @@ def absolute_paths(cfg: RunConfig) -> RunConfig:
     def absolute(name: str) -> str:
         return os.path.abspath(os.path.expanduser(name))
 
-    def local(name: str) -> str:
+    def made_absolute(key: str, name: str) -> str:
+        if key == "output_dir" or (key == "data.cache_dir" and name):
+            return absolute(name)  # where rm writes: absolute whether or not it exists yet
+        if key == "data.source" and name == "synthetic":
+            return name
         return absolute(name) if name and Path(name).expanduser().exists() else name
 
-    d, m, t = cfg.data, cfg.model, cfg.tokenizer
-    cache_dir = absolute(d.cache_dir) if d.cache_dir else ""
-    data = replace(d, source=local(d.source) if d.source != "synthetic" else d.source, cache_dir=cache_dir)
-    return replace(
-        cfg,
-        output_dir=absolute(cfg.output_dir),
-        data=data,
-        model=replace(m, name_or_path=local(m.name_or_path)),
-        tokenizer=replace(t, name_or_path=local(t.name_or_path)),
-    )
+    return with_paths(cfg, made_absolute)
 
 
 def saved_config(cfg: RunConfig) -> RunConfig:

@@ -8,7 +8,7 @@ snippet and its example are rm/export/usage.py's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -16,6 +16,7 @@ from huggingface_hub import ModelCardData
 
 from rm.config import RunConfig, to_dict
 from rm.config.exportdir import RUN_CONFIG
+from rm.config.rundir import with_paths
 from rm.data.data_report import shown_path
 from rm.export.card_eval import eval_section
 from rm.export.length_output import length_outputs_section
@@ -137,15 +138,7 @@ def normalization_section(facts: CardFacts) -> str:
 def shown_config(cfg: RunConfig) -> RunConfig:
     """`cfg` with its local paths as `shown_path` writes them, for the card; the run config saved beside it keeps
     them absolute (rm/export/folder.py: `write_folder`)."""
-    d, m, t = cfg.data, cfg.model, cfg.tokenizer
-    data = replace(d, source=shown_path(d.source), cache_dir=shown_path(d.cache_dir))
-    return replace(
-        cfg,
-        output_dir=shown_path(cfg.output_dir),
-        data=data,
-        model=replace(m, name_or_path=shown_path(m.name_or_path)),
-        tokenizer=replace(t, name_or_path=shown_path(t.name_or_path)),
-    )
+    return with_paths(cfg, lambda _key, value: shown_path(value))
 
 
 def training_section(cfg: RunConfig, facts: CardFacts) -> str:
