@@ -16,33 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rm.evaluation.metrics import pearson, rankdata, spearman
 from rm.evaluation.summary import by_subset
-
-
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of `x`, each run of equal values sharing the mean of its ranks ([1, 5, 5, 2] -> [1, 3.5, 3.5, 2])."""
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run of equal values begins
-    ends = np.r_[starts[1:], len(x)]
-    run = np.repeat(np.arange(len(starts)), ends - starts)  # the run of each sorted position
-    ranks = np.empty(len(x))
-    ranks[order] = ((starts + ends - 1) / 2 + 1)[run]  # mean of the 1-based ranks starts+1 .. ends
-    return ranks
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson's r; NaN for fewer than 2 points or a constant side (no correlation is defined)."""
-    if len(x) < 2:
-        return float("nan")
-    dx, dy = x - x.mean(), y - y.mean()
-    scale = np.sqrt((dx * dx).sum() * (dy * dy).sum())
-    return float((dx * dy).sum() / scale) if scale > 0 else float("nan")
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rho: Pearson's r of the average ranks."""
-    return pearson(average_ranks(x), average_ranks(y)) if len(x) else float("nan")
 
 
 def auc(pred: np.ndarray, label: np.ndarray) -> float:
@@ -53,7 +28,7 @@ def auc(pred: np.ndarray, label: np.ndarray) -> float:
     n1, n0 = int(positive.sum()), int((~positive).sum())
     if not n1 or not n0:
         return float("nan")
-    return float((average_ranks(pred)[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    return float((rankdata(pred)[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def is_binary(true: np.ndarray) -> bool:

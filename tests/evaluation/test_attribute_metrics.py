@@ -10,8 +10,9 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader
 
 from rm.collate.padded import PaddedCollator
-from rm.evaluation.attribute_metrics import attribute_block, average_ranks, fit_numbers, pearson, spearman
+from rm.evaluation.attribute_metrics import attribute_block, fit_numbers, pearson, spearman
 from rm.evaluation.gather import evaluate, format_table
+from rm.evaluation.metrics import rankdata
 from rm.model.reward import RewardModel
 from rm.tokens.store import EncodedGroup
 
@@ -19,9 +20,9 @@ NAN = float("nan")
 
 
 def test_average_ranks_share_the_mean_rank_of_ties():
-    assert average_ranks(np.array([1.0, 5.0, 5.0, 2.0])).tolist() == [1.0, 3.5, 3.5, 2.0]
-    assert average_ranks(np.array([3.0, 3.0, 3.0])).tolist() == [2.0, 2.0, 2.0]
-    assert average_ranks(np.array([0.5, -1.0, 2.0, 0.5, 0.5])).tolist() == [3.0, 1.0, 5.0, 3.0, 3.0]
+    assert rankdata(np.array([1.0, 5.0, 5.0, 2.0])).tolist() == [1.0, 3.5, 3.5, 2.0]
+    assert rankdata(np.array([3.0, 3.0, 3.0])).tolist() == [2.0, 2.0, 2.0]
+    assert rankdata(np.array([0.5, -1.0, 2.0, 0.5, 0.5])).tolist() == [3.0, 1.0, 5.0, 3.0, 3.0]
 
 
 def test_spearman_with_ties_by_hand():
