@@ -80,11 +80,28 @@ def batches(groups: Sequence[EncodedGroup], batch_size: int) -> list[Batch]:
 
 
 class Layout(Protocol):
-    """How groups become a batch, and a batch becomes outputs: one row per response, group after group."""
+    """How groups become a batch, and a batch becomes outputs: one row per response, group after group; or the
+    outputs at any positions of the batch (`outputs_at`: every step's last token, rm/tokens/steps/), in the same
+    forward."""
 
     def collate(self, groups: list[EncodedGroup]) -> dict[str, torch.Tensor]: ...
 
     def rewards(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def response_ends(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def outputs_at(self, model: nn.Module, batch: dict[str, torch.Tensor], index: torch.Tensor) -> torch.Tensor: ...
+
+
+def step_index(layout: Layout, batch: dict[str, torch.Tensor], groups: list[EncodedGroup],
+               step_ends: Sequence[Sequence[int]]) -> torch.Tensor:  # fmt: skip
+    """Flat positions (row * T + column) of every step's last token in `batch`, the collated `groups`: response n
+    (group after group) with `step_ends[n]` (offsets in its ids) ends at `response_ends[n]`, so its step at offset
+    e sits len - 1 - e tokens before that."""
+    ends = layout.response_ends(batch).tolist()
+    lengths = [len(r) for g in groups for r in g.response_ids]
+    back = [end - (n - 1 - e) for end, n, offsets in zip(ends, lengths, step_ends, strict=True) for e in offsets]
+    return torch.tensor(back, dtype=torch.long)
 
 
 class PaddedLayout:
@@ -104,6 +121,14 @@ class PaddedLayout:
     def rewards(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
 
+    def response_ends(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = batch["attention_mask"].cpu()
+        return torch.arange(len(mask)) * mask.shape[1] + mask.sum(1) - 1
+
+    def outputs_at(self, model: nn.Module, batch: dict[str, torch.Tensor], index: torch.Tensor) -> torch.Tensor:
+        index = index.to(batch["input_ids"].device)
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], reward_index=index)
+
 
 class PackedScoring:
     """The shared-prompt layout (a `Layout`): each group one segment `[prompt | response 1 | response 2 …]`, groups
@@ -119,3 +144,9 @@ class PackedScoring:
 
     def rewards(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch)
+
+    def response_ends(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return batch["reward_index"].cpu()
+
+    def outputs_at(self, model: nn.Module, batch: dict[str, torch.Tensor], index: torch.Tensor) -> torch.Tensor:
+        return model(**{**batch, "reward_index": index.to(batch["input_ids"].device)})

@@ -162,6 +162,9 @@ class DataConfig:
     """Hold-out rule: 3 keeps a prompt on one side in every subset; 2 per subset, 1 by record (earlier runs' rules)."""
     text_version: int = 2
     """Record -> text rule: 2 reads a string prompt holding HH turns as those turns; 1 wrapped it again (older runs)."""
+    step_separator: str = "\n\n"
+    """Stepwise data: the text after the problem and after every step; a step is scored at its last token
+    (rm/tokens/steps/step_tokens.py). Exports record it; read a model with the separator it was trained with."""
     num_proc: int = 0
     """Processes tokenizing the splits (0 or 1: this one; the fast tokenizer already uses every core for its part)."""
 
