@@ -26,18 +26,19 @@ NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
 NONNEGATIVE += ("loss.preference_coef", "loss.attribute_coef", "loss.strength_max")
-NONNEGATIVE += ("loss.length_corr_coef", "loss.length_orth_coef")
+NONNEGATIVE += ("loss.length_corr_coef", "loss.length_orth_coef", "loss.step_preference_coef")
 POSITIVE = ("train.log_steps",)
 CHOICES: dict[str, tuple[str | bool, ...]] = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "collator.layout": ("auto", "shared", "packed", "padded"),
     "data.format": ("auto", "hh", "prompt", "conversation", "argilla", "red-team")
-    + ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows", "helpsteer2-preference"),
+    + ("ultrafeedback", "nectar", "rewardbench2", "responses", "rows", "helpsteer2-preference", "steps"),
     "data.group_by_prompt": ("auto", True, False),
     "loss.type": ("pairwise", "plackett_luce"),
     "loss.ties": ("skip", "davidson"),
     "loss.group_weighting": ("group", "pair"),
     "loss.attribute_loss": ("mse", "gaussian"),
+    "loss.steps": ("every", "last"),
     "loss.strength": ("none", "soft"),
     "loss.strength_map": ("linear",),
     "data.on_bad_record": ("error", "skip"),

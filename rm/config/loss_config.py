@@ -51,3 +51,10 @@ class LossConfig:
     correlation term standardises by towards the step's own. 1, the default: the last step's alone; a smaller value
     smooths over steps but lags behind them, and on the length check's data (rm/data/length_pairs.py) 0.1's lag let
     the reward overshoot to the opposite correlation with length."""
+    steps: str = "every"
+    """Stepwise data (rm/data/steps/): every (binary cross-entropy of each step's label, soft labels as given, at
+    the step's last token: a process reward model) or last (the last step's alone: an outcome reward model). Each
+    optimizer step averages over its steps (every) or solutions (last). Preference data ignores it."""
+    step_preference_coef: float = 0.0
+    """Stepwise data: weight of the pairwise (or group) loss between a problem's solutions ranked by outcome (every
+    step correct above a wrong step; rm/data/steps/step_groups.py), added to the step loss over the same count."""

@@ -123,7 +123,8 @@ class DataConfig:
     """`synthetic`, a local file (.jsonl[.gz], .json, .parquet, .csv), an hh-rlhf-style directory, or a Hub name."""
     format: str = "auto"
     """auto (from each record's fields), hh, prompt, conversation, argilla, ultrafeedback, nectar, rewardbench2,
-    responses, rows (one row per response), or red-team (refused)."""
+    responses, rows (one row per response), steps (stepwise solutions: stepwise, Math-Shepherd or PRM800K, detected
+    in auto mode too), or red-team (refused)."""
     columns: dict[str, str] = field(default_factory=dict)
     """Source column for each of rm's fields (prompt, chosen, rejected, subset, margin), e.g. {chosen: response_j}."""
     on_bad_record: str = "error"

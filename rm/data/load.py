@@ -15,6 +15,7 @@ scores), chosen by the same steps.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,9 @@ from rm.data.grouping import gather_groups
 from rm.data.labels import label_counts
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.data.splits import apply_mixture, holdout_split, prompt_overlap, shape_counts, subset_counts
+from rm.data.steps.step_formats import is_step_record
+from rm.data.steps.step_groups import step_groups
+from rm.data.steps.step_load import step_solutions
 from rm.errors import DataError, NotPreferenceData, RecordError
 
 __all__ = ["HH_SUBSETS", "DataError", "Example", "Group", "Pair", "eval_pairs", "load_data", "load_pairs"]
@@ -56,6 +60,11 @@ def _parse(records: Records, subset: str, cfg: DataConfig, ctx: ParseContext) ->
     """Pairs and groups (and rows, grouped later) from raw records, each read in `cfg.format` or, in auto mode,
     the format its fields show."""
     ctx.subset = subset
+    records = iter(records)
+    first = next(records, None)
+    records = itertools.chain([first] if first is not None else [], records)
+    if cfg.format == "steps" or (cfg.format == "auto" and first is not None and is_step_record(first[1])):
+        return step_groups(step_solutions(records, ctx.report), subset, cfg.step_separator)
     pairs: list = []
     for origin, raw in records:
         try:
@@ -156,7 +165,13 @@ def load_pairs(
         raise DataError(
             f"data source not found: {source}: neither a local path nor a Hub dataset name{relative_note(source)}"
         )
-    pairs = gather_groups(pairs, cfg.group_by_prompt, report)
+    stepwise = sum(getattr(p, "steps", None) is not None for p in pairs)
+    if 0 < stepwise < len(pairs):
+        raise DataError(
+            f"{source}: its {split} split mixes {stepwise} stepwise problems with {len(pairs) - stepwise} preference "
+            "records; train on one kind at a time (a stepwise file is one whose records have steps and step labels)"
+        )
+    pairs = pairs if stepwise else gather_groups(pairs, cfg.group_by_prompt, report)
     if subsets and not chosen:
         kept = [p for p in pairs if p.subset in subsets]
         missing = sorted(set(subsets) - {p.subset for p in kept})

@@ -30,6 +30,7 @@ from rm.data.labels import registered
 from rm.data.load import Example, LoadedData
 from rm.tokens.encode_report import EncodeReport, percentiles
 from rm.tokens.ids import CheckedIds, ids_ahead
+from rm.tokens.steps.step_encode import encode_step_groups, has_steps
 from rm.tokens.store import OPTIONAL, EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
 from rm.tokens.truncation import Fit, fit_group, search_room
@@ -37,16 +38,8 @@ from rm.tokens.turn_search import TurnSearch, longest_token, search
 
 log = logging.getLogger("rm")
 
-__all__ = [
-    "EncodeReport",
-    "Encoding",
-    "encode_kept",
-    "encode_pairs",
-    "encode_splits",
-    "hand_back_memory",
-    "percentiles",
-    "release_texts",
-]
+__all__ = ["EncodeReport", "Encoding", "encode_kept", "encode_pairs", "encode_splits", "hand_back_memory",
+           "percentiles", "release_texts"]  # fmt: skip
 
 
 @dataclass
@@ -192,16 +185,16 @@ def encode_kept(
     `consume`: the caller hands `pairs` over; each chunk's items leave the list once encoded (it ends empty), so
     their texts are freed while the ids grow: the cold run of scripts/bench_data.py on the real-HH variant
     peaked at 1.10 GiB during encoding with the texts held to the end."""
-    prefix = special_prefix(tokenizer)
-    index = {name: i for i, name in enumerate(subset_names)}
-    report = EncodeReport()
+    if has_steps(pairs):  # stepwise data
+        return encode_step_groups(pairs, tokenizer, max_length, subset_names, prompt_id, progress)
+    prefix, index, report = special_prefix(tokenizer), {name: i for i, name in enumerate(subset_names)}, EncodeReport()
     batches, positions = [], []
     if attribute_names is None:  # every name the items give
         attribute_names = sorted({n for p in pairs for s in attributes_of(p) or () for n in s})
     targeted = bool(pairs) and getattr(pairs[0], "target", None) is not None  # rm eval under loss.strength=soft
     found = {"strength": any(getattr(p, "strength", None) is not None for p in pairs), "target": targeted,
              "attributes": bool(attribute_names), "cycle": any(getattr(p, "cycle", "") for p in pairs)}  # fmt: skip
-    optional = [name for name in OPTIONAL if found[name]]  # one schema for every chunk of the split
+    optional = [name for name in OPTIONAL if found.get(name)]  # one schema for every chunk of the split
     labels = registered()  # a column each in every split, NaN where an item has none: one schema for all
     # Origins name bad records found after the cache (loss_labels.py): a split without what makes one stores "".
     keep_origin = found["strength"] or found["attributes"] or found["cycle"]

@@ -38,6 +38,8 @@ class EncodeReport:
     `rm data inspect` computes its percentiles: what the warning advises."""
     pair_tokens: list[int] = field(default_factory=list, repr=False)
     """Each pair's whole length before fitting (not stored: `keeps_99` is), so shares encoded apart merge."""
+    steps_cut: int = 0
+    """Stepwise data: trailing steps of solutions that did not fit (rm/tokens/steps/step_tokens.py)."""
 
     @property
     def loaded(self) -> int:
@@ -53,13 +55,14 @@ class EncodeReport:
             "dropped_too_long_origins": self.too_long,
             "responses_dropped": self.responses_dropped,
             "keeps_99_max_length": self.keeps_99,
+            **({"steps_cut": self.steps_cut} if self.steps_cut else {}),
         }
 
     @classmethod
     def from_note(cls, note: dict) -> EncodeReport:
         return cls(note["kept"], note["prompt_truncated"], note["prompt_cut_inside_turn"],
                    list(note["dropped_too_long_origins"]), note.get("responses_dropped", 0),
-                   note.get("keeps_99_max_length", 0))  # fmt: skip
+                   note.get("keeps_99_max_length", 0), steps_cut=note.get("steps_cut", 0))  # fmt: skip
 
     @classmethod
     def merged(cls, parts: list[EncodeReport]) -> EncodeReport:
@@ -73,6 +76,7 @@ class EncodeReport:
             sum(p.responses_dropped for p in parts),
             percentiles(lengths).get("p99", 0),
             lengths,
+            sum(p.steps_cut for p in parts),
         )
 
     def too_costly(self) -> bool:
@@ -87,6 +91,11 @@ class EncodeReport:
             log.warning(
                 "%s: %d responses too long for max_length=%d left their groups (each group kept two or more others)",
                 split, self.responses_dropped, max_length,
+            )  # fmt: skip
+        if self.steps_cut:
+            log.warning(
+                "%s: %d steps did not fit max_length=%d and are not trained on (a solution keeps its leading steps "
+                "that fit; one with none left its problem)", split, self.steps_cut, max_length,
             )  # fmt: skip
         if self.prompt_truncated or self.too_long:
             advice = ""

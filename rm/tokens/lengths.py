@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+
+INT32 = pa.int32()
 
 
 @dataclass
@@ -63,3 +66,13 @@ def id_lengths(groups: Sequence[Any]) -> GroupLengths:
     counts = np.array([len(g.response_ids) for g in groups], dtype=np.int64)
     responses = np.array([len(r) for g in groups for r in g.response_ids], dtype=np.int64)
     return lengths_of([prompt], [counts], [responses])
+
+
+def list_array(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataType = INT32) -> pa.ListArray:
+    """A ListArray of `seqs` (arrays of `kind`), or of `inner`'s elements `len(seqs[i])` at a time: the offsets are
+    the lengths' running sum."""
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
+    np.cumsum([len(s) for s in seqs], out=offsets[1:])
+    if inner is None:
+        inner = pa.array(np.concatenate(seqs) if seqs else np.zeros(0, dtype=kind.to_pandas_dtype()), type=kind)
+    return pa.ListArray.from_arrays(pa.array(offsets), inner)

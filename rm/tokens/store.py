@@ -1,10 +1,9 @@
 """Encoded groups kept in Arrow columns, not as Python lists: what a split of 160,000 pairs costs in memory.
 
 The unit is a group: one prompt and its K >= 2 responses, with what is known about their order (`rank`: 0 is the
-best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). One group holding
-`list[int]`s costs about 36 bytes per token (a pointer and an int object); an Arrow `list<int32>` column costs 4, and a
-memory-mapped one nothing until read, shared by every process that maps it (Python lists peaked at 2.3 GiB on
-168,000 HH pairs). Scoring uses the same unit: a text is a group of one. Files: rm/tokens/entry.py.
+best; equal ranks tie). A pair is a group of two, chosen (rank 0) over rejected (rank 1). A group of `list[int]`s
+costs ~36 bytes a token, an Arrow `list<int32>` column 4, a memory-mapped one nothing until read, shared by every
+process (Python lists peaked at 2.3 GiB on 168,000 HH pairs). A text scored is a group of one. Files: entry.py.
 
 `EncodedSplit` is a read-only `Sequence[EncodedGroup]` over a `pyarrow.Table` of `SCHEMA`: its groups' ids are numpy
 int32 views into the table's buffers (no copy); planning reads whole length arrays (`GroupLengths`), never groups.
@@ -23,7 +22,8 @@ import pyarrow as pa
 from rm.data.formats.pair import NO_LABELS
 from rm.data.labels import registered
 from rm.errors import DataError
-from rm.tokens.lengths import GroupLengths, lengths_of
+from rm.tokens.lengths import GroupLengths, lengths_of, list_array
+from rm.tokens.steps.step_columns import STEP_COLUMNS, StepViews, step_arrays
 
 SCHEMA = pa.schema(
     [
@@ -41,12 +41,13 @@ SCHEMA = pa.schema(
 )
 """The columns of an encoded split (an Arrow cache file holds exactly these, or `schema_with`'s)."""
 OPTIONAL = {
-    "attributes": pa.list_(pa.float64()), "strength": pa.float64(), "target": pa.float64(), "cycle": pa.utf8()
+    "attributes": pa.list_(pa.float64()), "strength": pa.float64(), "target": pa.float64(), "cycle": pa.utf8(),
+    **STEP_COLUMNS,
 }  # fmt: skip
 """Columns after SCHEMA's, in this order, where the split has them: flat [responses x A] attribute scores (NaN =
 missing; in the cache every name the data has, after it the head's: rm/collate/loss_labels.py); a pair's
 preference strength (NaN = none); its soft label p (NaN = hard; made from the strength under loss.strength=soft,
-after the cache); the records of a merged group whose order has a cycle ("" = none)."""
+after the cache); a merged group's records whose order has a cycle ("" = none); steps (steps/step_columns.py)."""
 
 
 def schema_with(optional: Iterable[str] = (), labels: Sequence[str] = ()) -> pa.Schema:
@@ -60,11 +61,11 @@ def schema_with(optional: Iterable[str] = (), labels: Sequence[str] = ()) -> pa.
 def optional_of(groups: Sequence[EncodedGroup]) -> list[str]:
     """The OPTIONAL columns some of `groups` have a value of."""
     has = {"attributes": lambda g: len(g.attributes), "strength": lambda g: not math.isnan(g.strength),
-           "target": lambda g: not math.isnan(g.target), "cycle": lambda g: g.cycle}  # fmt: skip
+           "target": lambda g: not math.isnan(g.target), "cycle": lambda g: g.cycle,
+           **dict.fromkeys(STEP_COLUMNS, lambda g: len(g.step_ends))}  # fmt: skip
     return [name for name, given in has.items() if any(given(g) for g in groups)]
 
 
-INT32 = pa.int32()
 TokenIds = Sequence[int] | np.ndarray
 """A list of ids (tests, probes, benchmarks) or an int32 view into an `EncodedSplit`: collators take both."""
 
@@ -106,6 +107,10 @@ class EncodedGroup:
     """Registered labels by name (rm/data/labels.py): a group's float, or a list of one per response."""
     truncated: bool = False
     """Scoring only, not stored: its texts lost turns or tokens to fit max_length (truncation.py's Fit.KEEP_END)."""
+    step_ends: Sequence[Sequence[int]] = ()
+    """Stepwise data: per response, the offset in its ids of each step's last token (rm/tokens/steps/); () = none."""
+    step_labels: Sequence[Sequence[float]] = ()
+    """Stepwise data: per response, each step's target in [0, 1]; () = none (scoring)."""
 
     @classmethod
     def pair(cls, prompt_ids: TokenIds, chosen_ids: TokenIds, rejected_ids: TokenIds, subset_id: int, *,
@@ -132,15 +137,6 @@ def join_ids(*parts: TokenIds) -> np.ndarray:
     return np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts])
 
 
-def _lists(seqs: list[np.ndarray], inner: pa.Array | None = None, kind: pa.DataType = INT32) -> pa.ListArray:
-    """A ListArray of `seqs` (arrays of `kind`), or of `inner`'s elements `len(seqs[i])` at a time."""
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
-    np.cumsum([len(s) for s in seqs], out=offsets[1:])
-    if inner is None:
-        inner = pa.array(np.concatenate(seqs) if seqs else np.zeros(0, dtype=kind.to_pandas_dtype()), type=kind)
-    return pa.ListArray.from_arrays(pa.array(offsets), inner)
-
-
 def record_batch(
     groups: Iterable[EncodedGroup], optional: Sequence[str] | None = None, labels: Sequence[str] | None = None
 ) -> pa.RecordBatch:
@@ -153,28 +149,29 @@ def record_batch(
     responses = [np.asarray(r, dtype=np.int32).reshape(-1) for g in groups for r in g.response_ids]
     counts = [np.zeros(len(g.response_ids)) for g in groups]  # only their lengths are read
     columns = [
-        _lists(prompts),
-        _lists(counts, _lists(responses)),
-        _lists([np.asarray(g.rank, dtype=np.int32) for g in groups]),
+        list_array(prompts),
+        list_array(counts, list_array(responses)),
+        list_array([np.asarray(g.rank, dtype=np.int32) for g in groups]),
         pa.array([g.subset_id for g in groups], type=pa.int32()),
         pa.array([float(g.margin) for g in groups], type=pa.float64()),
         pa.array([g.index for g in groups], type=pa.int64()),
-        _lists([np.asarray(g.scores, dtype=np.float64) for g in groups], None, pa.float64()),
-        _lists([np.asarray(g.pairs, dtype=np.int32) for g in groups]),
+        list_array([np.asarray(g.scores, dtype=np.float64) for g in groups], None, pa.float64()),
+        list_array([np.asarray(g.pairs, dtype=np.int32) for g in groups]),
         pa.array([g.prompt_id for g in groups], type=pa.int64()),
         pa.array([g.origin for g in groups], type=pa.utf8()),
     ]
     if "attributes" in optional:
-        columns.append(_lists([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
+        columns.append(list_array([np.asarray(g.attributes, dtype=np.float64) for g in groups], None, pa.float64()))
     for name in [n for n in ("strength", "target", "cycle") if n in optional]:
         columns.append(pa.array([getattr(g, name) for g in groups], type=OPTIONAL[name]))
+    columns += step_arrays(groups) if "step_ends" in optional else []
     schema = schema_with(optional, labels)
     for name in labels:
         if schema.field(name).type == pa.float64():
             columns.append(pa.array([float(g.labels.get(name, math.nan)) for g in groups], type=pa.float64()))
         else:
             values = [np.asarray(g.labels.get(name, [math.nan] * len(g.response_ids)), np.float64) for g in groups]
-            columns.append(_lists(values, None, pa.float64()))
+            columns.append(list_array(values, None, pa.float64()))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -205,6 +202,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
         self._scores = [_views(b.column("scores")) for b in batches]
         self._pairs = [_views(b.column("pairs")) for b in batches]
         self._scored = [_views(b.column("attributes")) for b in batches] if "attributes" in table.schema.names else []
+        self._steps = StepViews(batches) if "step_ends" in table.schema.names else None
         self._prompt_id = table.column("prompt_id").to_numpy()
         self._subset = table.column("subset_id").to_numpy()
         self._margin = table.column("margin").to_numpy()
@@ -266,6 +264,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
         responses = [tokens[inner[k] : inner[k + 1]] for k in range(outer[j], outer[j + 1])]
         (r_at, ranks), (s_at, scores), (p_at, pairs) = self._rank[b], self._scores[b], self._pairs[b]
         prompt, scored = values[offsets[j] : offsets[j + 1]], self._scored[b] if self._scored else None
+        step_ends, step_labels = self._steps.of(b, j) if self._steps else ((), ())
         return EncodedGroup(
             prompt, responses, ranks[r_at[j] : r_at[j + 1]].tolist(), int(self._subset[i]),
             margin=float(self._margin[i]), index=int(self._index[i]), prompt_id=int(self._prompt_id[i]),
@@ -275,6 +274,7 @@ class EncodedSplit(Sequence[EncodedGroup]):
             strength=float(self._strength[i]) if self._strength is not None else math.nan,
             labels={n: float(v[i]) if isinstance(v, np.ndarray) else v[b][1][v[b][0][j] : v[b][0][j + 1]].tolist()
                     for n, v in self._labels.items()} if self._labels else NO_LABELS,
+            step_ends=step_ends, step_labels=step_labels,
         )  # fmt: skip
 
     def lengths(self) -> GroupLengths:

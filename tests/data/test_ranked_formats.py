@@ -176,7 +176,7 @@ def test_every_format_has_a_parser_and_a_config_choice():
     from rm.config.checks import CHOICES
 
     assert set(PARSERS) | {"red-team"} == set(FORMATS)
-    assert set(CHOICES["data.format"]) == {"auto", *FORMATS}
+    assert set(CHOICES["data.format"]) == {"auto", "steps", *FORMATS}  # steps: a file of its own (rm/data/steps/)
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,11 @@ class Group:
     cycle: str = ""
     """A group merged from pairwise records whose strict comparisons form a cycle: those records' origins
     ("f.jsonl:1, f.jsonl:2, f.jsonl:3"), which make it a bad record for Plackett-Luce only; "" for none."""
+    steps: tuple[tuple[str, ...], ...] | None = None
+    """Stepwise data: per response, its steps as the model reads them, each followed by data.step_separator
+    (`responses[k]` is their concatenation); None for preference data (rm/data/steps/step_groups.py)."""
+    step_labels: tuple[tuple[float, ...], ...] | None = None
+    """Per response, each step's target in [0, 1]; None for preference data."""
 
 
 Example = Pair | Group

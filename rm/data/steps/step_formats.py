@@ -76,6 +76,20 @@ def detect_step_format(record: Any) -> str | None:
     return top[0] if best and len(top) == 1 else None
 
 
+def is_step_record(record: Any) -> bool:
+    """Whether a record is plainly stepwise, for a loader that reads preference data too (`data.format: auto`):
+    the stepwise layout's three fields with a list of steps, Math-Shepherd's `input` and text `label` holding its
+    step marker, or PRM800K's `question` and `label` object. A record only like one is left to the preference
+    formats (a HelpSteer2 row has `prompt` but no `completions`; an UltraFeedback record has `completions` but no
+    `prompt` and `labels`)."""
+    if not isinstance(record, dict):
+        return False
+    label = record.get("label")
+    stepwise = all(name in record for name in LAYOUT_FIELDS[STEPWISE]) and isinstance(record["completions"], list)
+    shepherd = "input" in record and isinstance(label, str) and MARKER in label
+    return stepwise or shepherd or ("question" in record and isinstance(label, dict))
+
+
 def parse_step_record(record: Any, origin: str, fmt: str | None = None) -> StepSolution:
     """The solution one record holds, read in layout `fmt` (detected from its fields when None), or the
     RecordError naming the field at fault; the message leaves the origin ("file:line") to the loader."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+CORRECT_AT = 0.5
+"""A step whose label (or predicted probability) is at least this is a correct step; below it, a wrong one."""
+
 
 @dataclass(frozen=True)
 class StepSolution:

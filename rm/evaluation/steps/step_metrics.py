@@ -21,10 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rm.data.steps.step_records import CORRECT_AT
 from rm.evaluation.attribute_metrics import auc as attribute_auc
-
-CORRECT_AT = 0.5
-"""A step probability (or a soft label) at least this much reads as "the step is correct"."""
 
 
 def flat_steps(

@@ -47,11 +47,11 @@ def step_outputs(
             "model with a linear score head (this one pools the sequence itself)"
         )
     groups, ends = [], []
-    for e in encoded:
-        kept = [k for k, offsets in enumerate(e.step_ends) if offsets]
+    for g in (e.group for e in encoded):
+        kept = [k for k, offsets in enumerate(g.step_ends) if offsets]
         if kept:
-            groups.append(scored(e.prompt_ids, [e.response_ids[k] for k in kept]))
-            ends += [e.step_ends[k] for k in kept]
+            groups.append(scored(g.prompt_ids, [g.response_ids[k] for k in kept]))
+            ends += [g.step_ends[k] for k in kept]
     flat: list[float] = []
     if groups:
         batch = {k: v.to(device) for k, v in layout.collate(groups).items()}
@@ -60,7 +60,7 @@ def step_outputs(
     result, at = [], 0
     for e in encoded:
         per_solution = []
-        for offsets in e.step_ends:
+        for offsets in e.group.step_ends:
             per_solution.append(flat[at : at + len(offsets)])
             at += len(offsets)
         result.append(per_solution)
@@ -94,8 +94,8 @@ def score_steps(
     start = 0
     while start < len(encoded):
         end, size = start, 0
-        while end < len(encoded) and (end == start or size + len(encoded[end].step_ends) <= batch_size):
-            size += len(encoded[end].step_ends)
+        while end < len(encoded) and (end == start or size + len(encoded[end].group.response_ids) <= batch_size):
+            size += len(encoded[end].group.response_ids)
             end += 1
         for e, outputs in zip(encoded[start:end], step_outputs(model, layout, device, encoded[start:end]), strict=True):
             results.append(

@@ -27,6 +27,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from rm.config.schema import DataConfig
+from rm.tokens.store import EncodedGroup
 
 STEP_SEPARATOR = DataConfig.step_separator
 """The default `data.step_separator`: a blank line after the problem and after every step."""
@@ -34,15 +35,11 @@ STEP_SEPARATOR = DataConfig.step_separator
 
 @dataclass(frozen=True)
 class StepIds:
-    """One problem's solutions as ids: the prompt once, each solution's ids and the offset (in those ids) of the
-    last token of each of its steps that fitted."""
+    """One problem's solutions as ids: a group (its prompt once, each solution a response, `step_ends` the offset
+    of each kept step's last token in its ids) and how many trailing steps of each solution did not fit."""
 
-    prompt_ids: list[int]
-    response_ids: list[np.ndarray]
-    step_ends: list[list[int]]
-    """Per solution, one offset per kept step, increasing; the solution's ids end at its last kept step."""
+    group: EncodedGroup
     steps_cut: list[int]
-    """Per solution, how many trailing steps did not fit max_length (0: all kept)."""
 
 
 def step_pieces(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
@@ -60,20 +57,33 @@ def encode_steps(
     max_length: int = 0,
     prefix: Sequence[int] = (),
 ) -> StepIds:
-    """`prompt` and its `solutions` (each a list of step texts) by the module's rule; `max_length` 0: no limit.
-    `prefix`: the tokenizer's special prefix (rm/tokens/tokenizer.py:special_prefix)."""
-    flat = [step + separator for solution in solutions for step in solution]
-    pieces = step_pieces(tokenizer, [prompt + separator, *flat])
-    prompt_ids = [*prefix, *pieces[0]]
-    room = max_length - len(prompt_ids) if max_length else None
-    responses, ends, cut, at = [], [], [], 1
+    """`prompt` and its `solutions` (each a list of step texts) by the module's rule, in one tokenizer call;
+    `max_length` 0: no limit. `prefix`: the tokenizer's special prefix (rm/tokens/tokenizer.py:special_prefix)."""
+    pieces = step_pieces(tokenizer, [prompt + separator, *(step + separator for s in solutions for step in s)])
+    per_solution, at = [], 1
     for solution in solutions:
-        lengths = [len(p) for p in pieces[at : at + len(solution)]]
-        offsets = np.cumsum(lengths) - 1
-        kept = len(offsets) if room is None else int(np.searchsorted(offsets, room, side="left"))
-        ids = [t for p in pieces[at : at + kept] for t in p]
-        responses.append(np.asarray(ids, dtype=np.int64))
-        ends.append([int(o) for o in offsets[:kept]])
-        cut.append(len(solution) - kept)
+        per_solution.append(pieces[at : at + len(solution)])
         at += len(solution)
-    return StepIds(prompt_ids, responses, ends, cut)
+    return fit_steps([*prefix, *pieces[0]], per_solution, max_length)
+
+
+def fit_steps(prompt_ids: list[int], solutions: Sequence[Sequence[Sequence[int]]], max_length: int = 0) -> StepIds:
+    """The group of `prompt_ids` (special prefix included) and each solution's step pieces' ids, each solution
+    keeping its leading steps that fit `max_length` beside the prompt (0: no limit)."""
+    room = max_length - len(prompt_ids) if max_length else None
+    responses, ends, cut = [], [], []
+    for pieces in solutions:
+        offsets = np.cumsum([len(p) for p in pieces], dtype=np.int64) - 1
+        kept = len(offsets) if room is None else int(np.searchsorted(offsets, room, side="left"))
+        responses.append(np.asarray([t for p in pieces[:kept] for t in p], dtype=np.int64))
+        ends.append([int(o) for o in offsets[:kept]])
+        cut.append(len(pieces) - kept)
+    group = EncodedGroup(prompt_ids, responses, [0] * len(responses), 0, step_ends=ends)
+    return StepIds(group, cut)
+
+
+def model_separator(config: object, default: str = STEP_SEPARATOR) -> str:
+    """The step separator a model was trained with: its config's `rm_step_separator` (rm's process-reward exports
+    record it), else `default`."""
+    recorded = getattr(config, "rm_step_separator", None)
+    return recorded if isinstance(recorded, str) and recorded else default

@@ -12,7 +12,7 @@ import pytest
 from rm.data.data_report import DataReport
 from rm.data.steps.step_load import load_step_file
 from rm.data.steps.step_records import StepSolution, group_by_prompt
-from rm.errors import DataError, RecordError
+from rm.errors import DataError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LAYOUTS = ("stepwise.jsonl", "math_shepherd.jsonl", "prm800k.jsonl")
@@ -99,11 +99,13 @@ BAD = [
 @pytest.mark.parametrize(("record", "reason", "field"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_a_bad_record_stops_the_load_naming_file_line_and_field(tmp_path, record, reason, field):
     path = written(tmp_path, [_good_like(record), record])
-    with pytest.raises(RecordError) as info:
+    with pytest.raises(DataError) as info:
         load_step_file(path)
-    error = info.value
-    assert (error.reason, error.field) == (reason, field)
-    assert error.message.startswith(f"{path}:2: ") and f"'{field}'" in error.message
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: ") and f"'{field}'" in message and "on_bad_record=skip" in message
+    report = DataReport("skip")
+    load_step_file(path, report)
+    assert [(b.reason, b.field) for b in report.skipped] == [(reason, field)]
 
 
 def _good_like(record: dict) -> dict:
@@ -117,21 +119,23 @@ def _good_like(record: dict) -> dict:
 
 def test_an_unknown_record_names_its_fields_and_the_layouts(tmp_path):
     path = written(tmp_path, [GOOD, {"text": "Q?", "score": 1}])
-    with pytest.raises(RecordError) as info:
+    with pytest.raises(DataError) as info:
         load_step_file(path)
-    assert info.value.reason == "unknown_format"
-    assert info.value.message.startswith(f"{path}:2: ") and "(score, text)" in info.value.message
-    assert all(name in info.value.message for name in ("stepwise", "Math-Shepherd", "PRM800K"))
+    assert str(info.value).startswith(f"{path}:2: ") and "(score, text)" in str(info.value)
+    assert all(name in str(info.value) for name in ("stepwise", "Math-Shepherd", "PRM800K"))
+    report = DataReport("skip")
+    load_step_file(path, report)
+    assert report.skipped_counts() == {"unknown_format": 1}
 
 
 def test_a_file_holds_one_layout(tmp_path):
     path = written(tmp_path, [GOOD, SHEPHERD, GOOD])
-    with pytest.raises(RecordError) as info:
+    with pytest.raises(DataError) as info:
         load_step_file(path)
-    assert info.value.reason == "mixed_formats"
-    assert info.value.message.startswith(f"{path}:2: ") and f"{path}:1" in info.value.message
-    report = DataReport()
-    assert len(load_step_file(path, skip_bad=True, report=report)) == 2
+    assert str(info.value).startswith(f"{path}:2: ") and f"{path}:1" in str(info.value)
+    assert "one file holds one layout" in str(info.value)
+    report = DataReport("skip")
+    assert len(load_step_file(path, report)) == 2
     assert report.skipped_counts() == {"mixed_formats": 1}
 
 
@@ -142,34 +146,32 @@ def test_skip_mode_counts_every_bad_record_and_keeps_the_good(tmp_path):
         lines = [good] + [b[1] for b in bad] + ["{not json", good]
         path = tmp_path / f"{layout}.jsonl"
         path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in lines))
-        report = DataReport()
-        solutions = load_step_file(path, skip_bad=True, report=report)
+        report = DataReport("skip")
+        solutions = load_step_file(path, report)
         assert [s.origin for s in solutions] == [f"{path}:1", f"{path}:{len(lines)}"]
         assert len(report.skipped) == len(bad) + 1
-        reasons = [b[2] for b in bad] + ["malformed_json"]
-        assert [s.reason for s in report.skipped] == reasons  # in line order, the malformed line last
-        assert [s.origin for s in report.skipped] == [f"{path}:{n}" for n in range(2, len(lines))]
-        assert [s.field for s in report.skipped[:-1]] == [b[3] for b in bad]
+        reasons = sorted([b[2] for b in bad] + ["malformed_json"])
+        assert sorted(s.reason for s in report.skipped) == reasons
+        assert sorted(s.origin for s in report.skipped) == sorted(f"{path}:{n}" for n in range(2, len(lines)))
+        fields = {s.origin: s.field for s in report.skipped if s.reason != "malformed_json"}
+        assert [fields[f"{path}:{n}"] for n in range(2, len(lines) - 1)] == [b[3] for b in bad]
 
 
 def test_a_malformed_line_stops_the_load_at_its_line(tmp_path):
     path = tmp_path / "steps.jsonl"
     path.write_text(json.dumps(GOOD) + "\n{not json\n" + json.dumps(GOOD | {"labels": [2, 2, 2]}) + "\n")
-    with pytest.raises(RecordError) as info:
+    with pytest.raises(DataError, match=r"steps.jsonl:2: malformed JSON"):
         load_step_file(path)
-    assert info.value.reason == "malformed_json" and info.value.message.startswith(f"{path}:2: ")
     path.write_text(json.dumps(GOOD) + "\n{not json\n")  # the last line, with no record after it
-    with pytest.raises(RecordError, match=r"steps.jsonl:2: malformed JSON"):
+    with pytest.raises(DataError, match=r"steps.jsonl:2: malformed JSON"):
         load_step_file(path)
 
 
-def test_a_file_with_no_solution_and_a_skip_without_a_report_are_refused(tmp_path):
+def test_a_file_with_no_usable_solution_is_refused(tmp_path):
     with pytest.raises(DataError, match="no usable stepwise solutions"):
         load_step_file(written(tmp_path, []))
     with pytest.raises(DataError, match=r"label_out_of_range': 1"):
-        load_step_file(written(tmp_path, [GOOD | {"labels": [2, 2, 2]}]), skip_bad=True, report=DataReport())
-    with pytest.raises(ValueError, match="report"):
-        load_step_file(written(tmp_path, [GOOD]), skip_bad=True)
+        load_step_file(written(tmp_path, [GOOD | {"labels": [2, 2, 2]}]), DataReport("skip"))
 
 
 def test_grouping_gathers_a_problems_solutions_in_first_seen_order():
