@@ -32,7 +32,7 @@ def model(tokenizer):
 
 def prefix_probabilities(model, tokenizer, problem: StepProblem, separator: str) -> list[list[float]]:
     """Each step's probability from a forward of the prompt and the solution up to that step alone."""
-    e = encode_steps(tokenizer, problem.prompt, problem.solutions, separator, 0, special_prefix(tokenizer))
+    e = encode_steps(tokenizer, problem.prompt, problem.solutions, separator, 0, special_prefix(tokenizer)).group
     out = []
     for ids, ends in zip(e.response_ids, e.step_ends, strict=True):
         row = []
@@ -61,11 +61,11 @@ def test_one_forward_equals_each_prefix_alone(model, tokenizer, layout, separato
 
 def test_steps_that_do_not_fit_are_cut_whole_and_scored_none(model, tokenizer):
     problem = PROBLEMS[0]
-    e = encode_steps(tokenizer, problem.prompt, problem.solutions, "\n\n", 0, special_prefix(tokenizer))
+    e = encode_steps(tokenizer, problem.prompt, problem.solutions, "\n\n", 0, special_prefix(tokenizer)).group
     limit = len(e.prompt_ids) + e.step_ends[1][1] + 1  # room for two steps of the second solution, not three
     cut = encode_steps(tokenizer, problem.prompt, problem.solutions, "\n\n", limit, special_prefix(tokenizer))
-    assert cut.step_ends[1] == e.step_ends[1][:2] and cut.steps_cut == [0, 1, 0]
-    assert len(cut.response_ids[1]) == e.step_ends[1][1] + 1
+    assert cut.group.step_ends[1] == e.step_ends[1][:2] and cut.steps_cut == [0, 1, 0]
+    assert len(cut.group.response_ids[1]) == e.step_ends[1][1] + 1
     [scores] = score_steps(model, tokenizer, PaddedLayout(tokenizer.pad_token_id), [problem], max_length=limit)
     full = prefix_probabilities(model, tokenizer, problem, "\n\n")
     assert scores[1][2] is None and scores[1][:2] == pytest.approx(full[1][:2], abs=1e-5)
