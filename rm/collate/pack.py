@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from rm.collate.padded import group_fields, response_order
+from rm.collate.step_fields import step_fields
 from rm.collate.token_budget import plan_rows
 from rm.tokens.store import EncodedGroup
 
@@ -91,7 +92,9 @@ class SharedCollator:
     def __call__(self, batch: list[EncodedGroup]) -> dict[str, torch.Tensor]:
         tensors, ends = pack([(g.prompt_ids, g.response_ids) for g in batch], self.pad_token_id, self.pack_length)
         order = response_order(batch)
-        return {**tensors, "reward_index": torch.tensor([ends[i][k] for i, k in order]), **group_fields(batch, order)}
+        at = [ends[i][k] for i, k in order]
+        fields = {**group_fields(batch, order), **step_fields(batch, order, at)}
+        return {**tensors, "reward_index": torch.tensor(at), **fields}
 
 
 class PackedCollator:
@@ -122,4 +125,6 @@ class PackedCollator:
         tensors, ends = pack(groups, self.pad_token_id, self.pack_length)
         end = {ik: e[0] for ik, e in zip(sequences, ends, strict=True)}
         order = response_order(batch)
-        return {**tensors, "reward_index": torch.tensor([end[ik] for ik in order]), **group_fields(batch, order)}
+        at = [end[ik] for ik in order]
+        fields = {**group_fields(batch, order), **step_fields(batch, order, at)}
+        return {**tensors, "reward_index": torch.tensor(at), **fields}

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from rm.collate.comparisons import comparisons
+from rm.collate.step_fields import step_fields
 from rm.tokens.store import EncodedGroup, TokenIds, join_ids
 
 
@@ -150,8 +151,11 @@ class PaddedCollator:
     def __call__(self, batch: list[EncodedGroup]) -> dict[str, torch.Tensor]:
         order = response_order(batch)
         rows = [join_ids(batch[i].prompt_ids, batch[i].response_ids[k]) for i, k in order]
+        padded = pad_rows(rows, self.pad_token_id)
+        ends = [n * padded["input_ids"].shape[1] + len(row) - 1 for n, row in enumerate(rows)]
         return {
-            **pad_rows(rows, self.pad_token_id),
+            **padded,
             "prompt_lengths": torch.tensor([len(g.prompt_ids) for g in batch]),
             **group_fields(batch, order),
+            **step_fields(batch, order, ends),
         }

@@ -19,6 +19,7 @@ from torch import nn
 
 from rm.collate.pack import pack
 from rm.collate.padded import pad_rows
+from rm.collate.step_fields import step_positions
 from rm.collate.token_budget import count_batches, scoring_order
 from rm.tokens.store import EncodedGroup, TokenIds, join_ids
 
@@ -95,13 +96,10 @@ class Layout(Protocol):
 
 def step_index(layout: Layout, batch: dict[str, torch.Tensor], groups: list[EncodedGroup],
                step_ends: Sequence[Sequence[int]]) -> torch.Tensor:  # fmt: skip
-    """Flat positions (row * T + column) of every step's last token in `batch`, the collated `groups`: response n
-    (group after group) with `step_ends[n]` (offsets in its ids) ends at `response_ends[n]`, so its step at offset
-    e sits len - 1 - e tokens before that."""
-    ends = layout.response_ends(batch).tolist()
+    """Flat positions of every step's last token in `batch`, the collated `groups`, response after response
+    (group after group) with `step_ends[n]` (offsets in response n's ids): rm/collate/step_fields.py's rule."""
     lengths = [len(r) for g in groups for r in g.response_ids]
-    back = [end - (n - 1 - e) for end, n, offsets in zip(ends, lengths, step_ends, strict=True) for e in offsets]
-    return torch.tensor(back, dtype=torch.long)
+    return step_positions(layout.response_ends(batch).tolist(), lengths, step_ends)
 
 
 class PaddedLayout:

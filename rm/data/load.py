@@ -37,7 +37,7 @@ from rm.data.labels import label_counts
 from rm.data.sources import SUFFIXES, Records, read_file, read_hub
 from rm.data.splits import apply_mixture, holdout_split, prompt_overlap, shape_counts, subset_counts
 from rm.data.steps.step_formats import is_step_record
-from rm.data.steps.step_groups import step_groups
+from rm.data.steps.step_groups import step_counts, step_groups
 from rm.data.steps.step_load import step_solutions
 from rm.errors import DataError, NotPreferenceData, RecordError
 
@@ -224,6 +224,7 @@ def load_data(cfg: DataConfig, output_dir: Path, tokenizer: Any = None) -> Loade
     report.notes["overlap"] = prompt_overlap(train, held)
     every = train + held  # how many items carry each label: the registered ones, a strength, attributes
     counts = label_counts(every) | {"strength": strength_counts(every), "attributes": attribute_counts(every)}
+    counts["steps"] = step_counts(every)
     if found := {name: c for name, c in counts.items() if c["items"]}:
         report.notes["labels"] = found
     return LoadedData(train, held, report)

@@ -22,11 +22,13 @@ from tqdm.auto import tqdm
 
 from rm.data.heap import trim_heap
 from rm.data.labels import registered
-from rm.evaluation.attribute_metrics import attribute_lines, gathered_block
+from rm.evaluation.attribute_metrics import gathered_block
 from rm.evaluation.soft_calibration import gathered_calibration
+from rm.evaluation.steps.step_gather import STEP_LINKED, arranged_steps, step_columns, step_rows, stepwise
+from rm.evaluation.steps.step_report import step_block
 from rm.evaluation.summary import label_blocks, response_tokens, summarize_groups
 from rm.model.pretrained import model_attributes
-from rm.model.reward import group_outputs
+from rm.model.reward import group_outputs, step_split
 
 TRIM_EVERY = 4
 """On the CPU, eval batches of ever different shapes leave glibc's heap fragmented and growing: an 8,000-pair
@@ -105,25 +107,29 @@ def gather_rewards(model: torch.nn.Module, loader: DataLoader, accelerator: Acce
     model.eval()
     attributes = len(model_attributes(accelerator.unwrap_model(model)))  # the same on every process
     labels = gathered_labels(loader)  # the same on every process: every one reads the same entry
-    rows: list[dict[str, torch.Tensor]] = []
+    rows, steps_rows = [], []
     seen = 0
     real = getattr(loader.batch_sampler, "real", None)  # None (a list of batches, a prepared loader): all kept
     for k, batch in enumerate(progress(loader, accelerator), 1):
         if k % TRIM_EVERY == 0 and accelerator.device.type == "cpu":
             trim_heap()
         batch = send_to_device(batch, accelerator.device)  # a no-op for accelerate's prepared loaders
-        out = group_outputs(model, batch).detach()  # [responses], or [responses, 1 + A]
+        out, steps = step_split(group_outputs(model, batch).detach(), batch)  # [responses] (or [.., 1 + A]), steps
         if real is not None and k > real:  # a filler, run for equal forwards: its group is kept from its own batch
             continue
         copy = copy_tags(accelerator, seen, len(batch["pair_index"]), out.device)
         rows.append(batch_rows(batch, out, copy, attributes > 0) | label_rows(batch, copy, labels))
+        steps_rows += [step_rows(batch, steps, copy)] if steps is not None else []
         seen += len(batch["pair_index"])
     model.train(was_training)
     local = local_columns(rows, attributes, accelerator.device, labels)
     linked = {**LINKED, "responses": LINKED["responses"] + tuple(n for n, lv in labels.items() if lv == "response")}
     if "group" in labels.values():
         linked["group_rows"] = tuple(n for n, level in labels.items() if level == "group")
-    return arranged(gather_once(accelerator, local, linked), labels)
+    if stepwise(loader):  # every step once, beside the copy of its group that is kept (steps/step_gather.py)
+        local, linked = local | step_columns(steps_rows, accelerator.device), linked | STEP_LINKED
+    kept = gather_once(accelerator, local, linked)
+    return arranged(kept, labels) | (arranged_steps(kept) if "steps" in kept else {})
 
 
 def gathered_labels(loader: DataLoader) -> dict[str, str]:
@@ -271,17 +277,9 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, accelerator: Accelerato
         result["attributes"] = gathered_block(gathered, model_attributes(accelerator.unwrap_model(model)), subsets)
     if (calibration := gathered_calibration(gathered)) is not None:
         result["soft_calibration"] = calibration
-    return result | label_blocks(gathered, subsets)
-
-
-def format_table(result: dict) -> str:
-    """Training's console summary of an eval (`evaluate`'s result): accuracy, count and mean margin per subset and
-    overall, then each attribute's line; `rm eval` prints its wider table (rm/evaluation/report/markdown.py)."""
-    rows = [(name, m) for name, m in result["subsets"].items()] + [("overall", result["overall"])]
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{'subset':<{width}}  accuracy      n  mean margin", "-" * (width + 29)]
-    lines += [f"{name:<{width}}  {m['accuracy']:8.4f}  {m['n']:5d}  {m['mean_margin']:11.4f}" for name, m in rows]
-    return "\n".join(lines + attribute_lines(result))
+    return (
+        result | label_blocks(gathered, subsets) | (step_block(gathered, subsets) if "step_output" in gathered else {})
+    )
 
 
 def shut_down(accelerator: Accelerator) -> None:

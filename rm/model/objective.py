@@ -35,7 +35,9 @@ from rm.errors import ConfigError, DataError
 from rm.model.group_loss import davidson_loss, learned_nu, plackett_luce_loss, soft_bradley_terry
 from rm.model.length.length_head import LengthHead, split_length
 from rm.model.length.length_loss import length_terms
-from rm.tokens.store import EncodedGroup
+from rm.model.reward import step_split
+from rm.model.steps.step_loss import check_step_run, step_terms, step_weights
+from rm.tokens.store import EncodedGroup, EncodedSplit
 
 
 def tie_parameter(cfg: LossConfig) -> torch.nn.Parameter | None:
@@ -64,7 +66,10 @@ def step_weight(cfg: LossConfig, strict: int, ties: int) -> int:
 
 def group_weights(cfg: LossConfig, train: Sequence[EncodedGroup]) -> np.ndarray | None:
     """Each training group's weight in its optimizer step, or None where every group weighs one (pairs, or groups
-    under `loss.group_weighting=group` that all have something to compare): what rm/collate/shard.py sums."""
+    under `loss.group_weighting=group` that all have something to compare): what rm/collate/shard.py sums.
+    Stepwise groups weigh their steps or solutions (rm/model/steps/step_loss.py)."""
+    if isinstance(train, EncodedSplit) and "step_counts" in train.table.schema.names:
+        return step_weights(cfg, train)
     strict, tied = comparison_counts(train)
     weights = np.array([step_weight(cfg, s, t) for s, t in zip(strict.tolist(), tied.tolist(), strict=True)])
     return None if (weights == 1).all() else weights
@@ -157,6 +162,12 @@ def training_loss(
     the attribute term, each group's entries averaged and weighted as its preference term; and every active
     registered `LossTerm` adds its own. With a `length` head the outputs end in its column
     (rm/model/length/): the preference term ranks reward + length output, and the head's terms are added."""
+    out, steps = step_split(out, batch)
+    if steps is not None:  # a process reward model (rm/model/steps/step_loss.py)
+        loss, weight = step_terms(cfg, steps, batch)
+        if cfg.step_preference_coef:
+            loss = loss + cfg.step_preference_coef * preference_loss(cfg, out, batch, nu_raw)[0]
+        return loss, weight
     lengths = None
     if length is not None:
         out, lengths = split_length(out)
@@ -223,6 +234,7 @@ def check_consumed(cfg: RunConfig, counts: dict[str, dict]) -> None:
     report's `labels`, as loading found them; derived labels are always there): soft labels without a strength,
     an attribute no response has (unless a key of the data misspells it: rm/collate/loss_labels.py names that
     record after the cache), a registered term's label. Called after loading, before anything is tokenized."""
+    check_step_run(cfg, counts)
     if cfg.loss.strength == "soft":
         found = counts.get("strength", {"items": 0, "max_abs": 0.0})
         strength_scale(found["items"], found["max_abs"], cfg.loss.strength_max)

@@ -200,24 +200,40 @@ def takes_use_cache(cls: type) -> bool:
 def group_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The reward of every response of the batch's groups, [responses], in the layouts' order
     (rm/collate/padded.py: response slot by slot; for pairs every chosen, then every rejected)."""
-    out = group_outputs(model, batch)
+    out = step_split(group_outputs(model, batch), batch)[0]
     return out if out.dim() == 1 else out[:, 0]
 
 
 def group_outputs(model: nn.Module, batch: dict[str, torch.Tensor], length: bool = False) -> torch.Tensor:
     """`group_rewards`, or with attribute outputs the head's [responses, 1 + A] (column 0 the reward); with
-    `length`, the length head's output as a last column (training only)."""
+    `length`, the length head's output as a last column (training only). A batch of stepwise groups
+    (rm/collate/step_fields.py) also reads the head at every step's last token, in the same forward: its outputs
+    follow the responses' ([responses + steps]; `step_split` parts them)."""
     extra = {"length": True} if length else {}
+    steps = batch.get("step_index")
     if "pair_ids" in batch:
+        index = batch["reward_index"] if steps is None else torch.cat([batch["reward_index"], steps])
         return model(
             input_ids=batch["input_ids"],
             position_ids=batch["position_ids"],
             pair_ids=batch["pair_ids"],
             segment_ids=batch["segment_ids"],
-            reward_index=batch["reward_index"],
+            reward_index=index,
             **extra,
         )
+    if steps is not None:  # a row a response, each read at its last attended token and at its steps' ends
+        mask = batch["attention_mask"]
+        ends = torch.arange(len(mask), device=mask.device) * mask.shape[1] + last_token_index(mask)
+        extra["reward_index"] = torch.cat([ends, steps])
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **extra)  # a row a response
+
+
+def step_split(out: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(the responses' outputs, the steps' or None) of `group_outputs`' result for `batch`."""
+    if "step_index" not in batch:
+        return out, None
+    responses = len(batch["response_group"])
+    return out[:responses], out[responses:]
 
 
 def pair_rewards(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

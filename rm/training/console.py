@@ -17,13 +17,38 @@ import numpy as np
 import pyarrow.compute as pc
 
 from rm.config.rundir import RunDir
-from rm.evaluation.gather import format_table
+from rm.evaluation.attribute_metrics import attribute_lines
 from rm.evaluation.report.length_text import length_line
 from rm.tokens.prepare import Prepared
 from rm.training.loop import Run
 
 RANKING = (("top1_accuracy", "top-1"), ("best_of_k_accuracy", "best-of-K"), ("kendall_tau", "Kendall tau"))
 """eval.json's group metrics, as the summary's columns name them."""
+
+
+def format_table(result: dict) -> str:
+    """Training's console summary of an eval (`evaluate`'s result): accuracy, count and mean margin per subset and
+    overall, then each attribute's line and a process reward model's step line; `rm eval` prints its wider table
+    (rm/evaluation/report/markdown.py)."""
+    rows = [(name, m) for name, m in result["subsets"].items()] + [("overall", result["overall"])]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{'subset':<{width}}  accuracy      n  mean margin", "-" * (width + 29)]
+    lines += [f"{name:<{width}}  {m['accuracy']:8.4f}  {m['n']:5d}  {m['mean_margin']:11.4f}" for name, m in rows]
+    return "\n".join(lines + attribute_lines(result) + step_lines(result))
+
+
+def step_lines(result: dict) -> list[str]:
+    """The `steps` block's overall numbers in one line (rm/evaluation/steps/step_report.py); none without it."""
+    if "steps" not in result:
+        return []
+    m = result["steps"]["overall"]
+    f1 = (m["first_error"] or {}).get("f1")
+    shown = [("step accuracy", m["step_accuracy"]), ("step AUC", m["step_auc"]), ("first-error F1", f1)]
+    return [
+        "steps: "
+        + ", ".join(f"{name} {'n/a' if v is None else f'{v:.4f}'}" for name, v in shown)
+        + f" ({m['n_steps']} steps of {m['n_solutions']} solutions)"
+    ]
 
 
 def group_sizes(data: Prepared, split: str) -> np.ndarray:

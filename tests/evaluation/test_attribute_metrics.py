@@ -11,10 +11,11 @@ from torch.utils.data import DataLoader
 
 from rm.collate.padded import PaddedCollator
 from rm.evaluation.attribute_metrics import attribute_block, fit_numbers, pearson, spearman
-from rm.evaluation.gather import evaluate, format_table
+from rm.evaluation.gather import evaluate
 from rm.evaluation.metrics import rankdata
 from rm.model.reward import RewardModel
 from rm.tokens.store import EncodedGroup
+from rm.training.console import format_table
 
 NAN = float("nan")
 

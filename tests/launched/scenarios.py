@@ -245,6 +245,18 @@ def length_head(ctx: Context) -> None:
     rm_cli("train", QUICKSTART, *LENGTH_RUN, f"output_dir={ctx.run}")
 
 
+# tests/training/test_step_distributed.py
+
+
+@scenario(2, 3)
+def steps(ctx: Context) -> None:
+    """A process reward model under token budgets, grad_accum 1: the run that
+    test_steps_on_n_processes_match_one_process_accumulating_n compares with one process."""
+    from test_step_distributed import QUICKSTART, step_run
+
+    rm_cli("train", QUICKSTART, *step_run(ctx.out / f"rank-{ctx.rank}"), f"output_dir={ctx.run}")
+
+
 @contextlib.contextmanager
 def captured(folder: Path, rank: int) -> Iterator[None]:
     """This process's stdout and stderr, at the file descriptors (logging handlers, tqdm, C code), into `folder`."""

@@ -8,7 +8,7 @@ can be added to the step loss (`loss.step_preference_coef`); solutions of equal 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rm.data.formats.group import Group
 from rm.data.steps.step_records import CORRECT_AT, StepSolution, group_by_prompt
@@ -36,3 +36,19 @@ def step_groups(solutions: Iterable[StepSolution], subset: str, separator: str) 
             )
         )
     return groups
+
+
+def step_counts(items: Sequence) -> dict:
+    """The data report's `labels.steps`: how many problems carry step labels, their solutions and steps, and how
+    many steps are labelled wrong and how many softly (strictly between 0 and 1)."""
+    grouped = [item for item in items if getattr(item, "steps", None) is not None]
+    labels = [x for item in grouped for solution in item.step_labels for x in solution]
+    return {
+        "items": len(grouped),
+        "of": len(items),
+        "from": "stepwise {prompt, completions, labels}, Math-Shepherd, PRM800K (rm/data/steps/)",
+        "solutions": sum(len(item.steps) for item in grouped),
+        "steps": len(labels),
+        "wrong": sum(x < CORRECT_AT for x in labels),
+        "soft": sum(0.0 < x < 1.0 for x in labels),
+    }

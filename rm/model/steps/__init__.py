@@ -1,0 +1,1 @@
+"""The step loss of process reward models."""
