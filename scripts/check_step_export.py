@@ -43,7 +43,7 @@ def export_one(model_type: str, out: Path) -> dict:
     from transformers import AutoTokenizer
 
     from rm.config import ModelConfig, RandomInitConfig, RunConfig
-    from rm.export.steps.token_export import as_token_classification, write_step_export
+    from rm.export.folder import ExportOptions, Weights, export_model
     from rm.model.build import build_model
     from rm.model.reward import RewardModel
     from rm.tokens.tokenizer import train_bpe
@@ -58,7 +58,8 @@ def export_one(model_type: str, out: Path) -> dict:
         hf.score.weight.normal_(0.0, 1.0)  # far from its small initial values: a wrong row or sign shows
     hf.eval()
     cfg = RunConfig(output_dir=str(out.parent / f"{model_type}-run"))
-    write_step_export(as_token_classification(hf, SEPARATOR), tokenizer, out, cfg, overwrite=True)
+    options = ExportOptions(overwrite=True, step_separator=SEPARATOR)
+    export_model(hf, tokenizer, out, cfg, Weights(None, None), options=options)
 
     batch = AutoTokenizer.from_pretrained(out)(SOLUTIONS, return_tensors="pt", padding=True)
     mask = batch["attention_mask"]

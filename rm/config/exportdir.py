@@ -28,7 +28,7 @@ from rm.config.checks import TEXT_VERSIONS
 from rm.config.loader import load_config, read_yaml, saved_split_version, saved_text_version
 from rm.config.rundir import EVAL, WEIGHTS, RunDir
 from rm.config.schema import LossConfig, RunConfig
-from rm.errors import ConfigError
+from rm.errors import ConfigError, ExportError, RMError
 
 RUN_CONFIG = "rm_config.yaml"
 """The run's config inside an export (a run directory keeps it as config.yaml: rundir.CONFIG)."""
@@ -141,3 +141,24 @@ class ExportDir:
         if source == "synthetic":
             source = str(RunDir(str(saved.get("output_dir", ""))).data)
         return data, source
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder, and never
+    one holding a file an export does not write (overwrite deletes only what rm wrote)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not overwrite:
+            raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
+        folder = ExportDir(out)
+        if not folder.from_rm:  # only what rm wrote: a model folder of one's own is kept
+            raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no {RUN_CONFIG})")
+        try:
+            folder.load()
+        except (RMError, OSError, ValueError, TypeError, AttributeError):
+            raise ExportError(f"refusing to replace {out}: its {RUN_CONFIG} is not an rm run config") from None
+        foreign = sorted(p.name for p in out.iterdir() if not folder.is_export_file(p))
+        if foreign:
+            raise ExportError(
+                f"refusing to replace {out}: it holds {', '.join(foreign[:3])}, which an rm export does not write; "
+                "move them or choose another --out"
+            )

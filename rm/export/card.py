@@ -64,6 +64,8 @@ class CardFacts:
     """The tokenizer's true size, len(tokenizer) (a BPE trained to tokenizer.vocab_size may have fewer); 0: unknown."""
     length_output: bool = False
     """The length head's output is kept, last (`rm export --with-length-head`: rm/export/length_output.py)."""
+    step_separator: str = ""
+    """A process reward model's step separator (its card: rm/export/steps/step_card.py); "" for a reward model."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -87,12 +89,13 @@ def hub_id_of(name: str, kind: str) -> str | None:
 
 
 def metadata(cfg: RunConfig, facts: CardFacts) -> ModelCardData:
-    tags = ["reward-model", *objective_tags(cfg), "rm"] + (["lora"] if facts.lora else [])
+    steps = ["process-reward-model"] if facts.step_separator else objective_tags(cfg)
+    tags = ["reward-model", *steps, "rm"] + (["lora"] if facts.lora else [])
     base = hub_id_of(cfg.model.name_or_path, "model")
     dataset = hub_id_of(cfg.data.source, "dataset")
     return ModelCardData(
         library_name="transformers",
-        pipeline_tag="text-classification",
+        pipeline_tag="token-classification" if facts.step_separator else "text-classification",
         tags=tags,
         license=cfg.export.license or None,
         base_model=base,
@@ -107,7 +110,7 @@ def front_matter(cfg: RunConfig, facts: CardFacts) -> str:
     return text
 
 
-def _weights_line(facts: CardFacts) -> str:
+def weights_line(facts: CardFacts) -> str:
     if facts.step is not None and facts.step == facts.final_step:
         return f"the final weights of the run, after {facts.step} optimizer steps"
     if facts.step is None:
@@ -158,7 +161,7 @@ def training_section(cfg: RunConfig, facts: CardFacts) -> str:
     unit = batch_unit(grouped(cfg, run_report(cfg)))
     rows = [
         ("model", f"{facts.architecture}, {facts.n_parameters / 1e6:.2f}M parameters, from {base}"),
-        ("weights", _weights_line(facts)),
+        ("weights", weights_line(facts)),
         ("tokenizer", tok),
         ("data", f"`{shown_path(d.source)}`" + (f", subsets {', '.join(d.subsets)}" if d.subsets else "")),
         *objective_rows(cfg, facts.davidson_nu, facts.eval_result),
@@ -254,7 +257,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         outputs = f"{2 + len(names)} outputs, the scalar reward (index 0){ratings} and a length output (last)"
     intro = (
         f"A reward model: `AutoModelForSequenceClassification` with {outputs or 'one output, the scalar reward'} of a "
-        f"text, read at its last token. This folder holds {_weights_line(facts)}. It was trained on prompt + response "
+        f"text, read at its last token. This folder holds {weights_line(facts)}. It was trained on prompt + response "
         f"text as the training data writes it ({written}; see 'Tokenization'), so score text written the same way."
     )
     return (

@@ -28,9 +28,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rm.collate.loss_labels import for_loss
 from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained, write_text
-from rm.config.exportdir import RUN_CONFIG, ExportDir
+from rm.config.exportdir import ExportDir, check_out_dir
 from rm.config.rundir import RunDir, partial_folder, record_written, write_config
-from rm.errors import ExportError, RMError
+from rm.errors import ExportError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
 from rm.export.card import CardFacts, render_card
@@ -40,6 +40,8 @@ from rm.export.modeling import point_config_at_modeling_file, remote_code_reason
 from rm.export.outputs import attribute_names, attribute_scales, keep_reward_only, set_reward_config, unnamed_outputs
 from rm.export.rescore import describe_training_data, normalization, score_encoded
 from rm.export.restore import load_model, resolve_source, run_tokenizer
+from rm.export.steps.step_card import render_step_card
+from rm.export.steps.token_export import as_token_classification, run_step_separator
 from rm.export.usage import held_out_example
 from rm.model.reward import transformers_model
 from rm.tokens.prepare import prepare_data
@@ -104,27 +106,6 @@ def check_names(hf: PreTrainedModel) -> None:
         raise ExportError(unnamed_outputs(hf))
 
 
-def check_out_dir(out: Path, overwrite: bool) -> None:
-    """An absent or empty folder, or with `overwrite` an earlier export; never an arbitrary folder, and never
-    one holding a file an export does not write (overwrite deletes only what rm wrote)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not overwrite:
-            raise ExportError(f"{out} is not empty; pass --overwrite to replace an earlier export there")
-        folder = ExportDir(out)
-        if not folder.from_rm:  # only what rm wrote: a model folder of one's own is kept
-            raise ExportError(f"refusing to replace {out}: it is not empty and holds no rm export (no {RUN_CONFIG})")
-        try:
-            folder.load()
-        except (RMError, OSError, ValueError, TypeError, AttributeError):
-            raise ExportError(f"refusing to replace {out}: its {RUN_CONFIG} is not an rm run config") from None
-        foreign = sorted(p.name for p in out.iterdir() if not folder.is_export_file(p))
-        if foreign:
-            raise ExportError(
-                f"refusing to replace {out}: it holds {', '.join(foreign[:3])}, which an rm export does not write; "
-                "move them or choose another --out"
-            )
-
-
 @dataclass
 class Weights:
     """Which weights an export holds: the optimizer step behind them and the eval that describes them."""
@@ -153,6 +134,8 @@ class ExportOptions:
     """Keep the reward output alone (num_labels=1: rm/export/outputs.py); None follows `export.reward_only`."""
     with_length_head: bool = False
     """Keep a length head's output too, last and named `length` (rm/export/length_output.py); else the reward alone."""
+    step_separator: str = ""
+    """A process reward model's (stepwise data): exported as its token classifier, rm/export/steps/token_export.py."""
 
 
 def export_model(
@@ -183,8 +166,12 @@ def export_model(
     dropped = keep_reward_only(hf) if reward_only else []  # the same reward, one output
     check_names(hf)
     eval_origin = "run"
-    if (normalize or evaluate) and data is None:
-        raise ExportError("normalising or evaluating at export needs the run's data")
+    if (normalize or evaluate) and (data is None or options.step_separator):
+        raise ExportError(
+            "normalising or evaluating at export needs the run's data"
+            if data is None
+            else "a process reward model is exported as trained: leave out --normalize and --evaluate"
+        )
     if evaluate:
         scores = score_encoded(hf, data.eval, tokenizer.pad_token_id, cfg.train.eval_batch_size)
         eval_result = summarize_by_subset(scores, data.subsets) | {"exported_step": step}
@@ -199,6 +186,8 @@ def export_model(
     if options.with_length_head:
         append_length_row(hf, cfg.model.head.length)
     point_config_at_modeling_file(hf)  # auto_map for rm's reward head on a causal LM, if this is one
+    if options.step_separator:  # a process reward model: the architecture's own token classifier
+        hf = as_token_classification(hf, options.step_separator)
     facts = CardFacts(
         architecture=type(hf).__name__,
         n_parameters=sum(p.numel() for p in hf.parameters()),
@@ -212,13 +201,14 @@ def export_model(
         max_length=cfg.collator.max_length,
         model_id=model_id,
         remote_code=remote_code_reason(hf),
-        example=held_out_example(hf, tokenizer, data.eval if data else []),  # one the weights rank right
+        example=None if options.step_separator else held_out_example(hf, tokenizer, data.eval if data else []),
         attributes=names,
         length_output=options.with_length_head,
         dropped=dropped,
         sigma=getattr(hf.config, "attribute_sigma", None),
         davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
         vocab_size=len(tokenizer),
+        step_separator=options.step_separator,
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +246,7 @@ def write_folder(
     write_config(cfg, folder.run_config)  # as the run keeps it: no one-time commands
     if eval_result is not None:
         write_eval(folder.eval_json, eval_result)
-    write_text(folder.card, render_card(cfg, facts))
+    write_text(folder.card, (render_step_card if facts.step_separator else render_card)(cfg, facts))
     finish_folder(tmp, saved_tokenizer)
     unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     if unsafe:  # transformers 5 writes safetensors only; this keeps it that way
@@ -292,6 +282,7 @@ def export_run(
         transformers_model(model).rm_length_row = run_length_row(source.run_dir)
     data = RunData.load(cfg, source.run_dir, tokenizer) if normalize or evaluate else None
     eval_result = source.run_eval if source.is_final else None
-    options = ExportOptions(normalize, evaluate, model_id, overwrite, reward_only, with_length_head)
+    steps = run_step_separator(source.run_dir, cfg)  # a process reward model's: its token classifier
+    options = ExportOptions(normalize, evaluate, model_id, overwrite, reward_only, with_length_head, steps)
     weights = Weights(source.step, source.final_step, eval_result)
     return export_model(model, tokenizer, out_dir, cfg, weights, data, options)

@@ -41,6 +41,7 @@ from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel, transformers_model
 from rm.model.threads import busy_note, set_threads
 from rm.tokens.prepare import Prepared, prepare_data
+from rm.tokens.steps.step_columns import stepwise_split
 from rm.tokens.tokenizer import training_tokenizer
 from rm.training import checkpoint
 from rm.training.accelerator import exportable, make_accelerator, start_trackers
@@ -289,7 +290,8 @@ def finish(
         elif cfg.export.enabled:  # a PeftModel under LoRA: merged into the base weights
             weights = Weights(run.state.step, run.state.step, result)
             run_data = RunData(data.subsets, data.train, data.eval)
-            options = ExportOptions(normalize=cfg.export.normalize, overwrite=True)
+            steps = cfg.data.step_separator if stepwise_split(data.train) else ""  # a process reward model
+            options = ExportOptions(normalize=cfg.export.normalize, overwrite=True, step_separator=steps)
             export_model(trained, data.tokenizer, out.export, cfg, weights, run_data, options)
         root = shown(out.root, given)
         print(summary(result, run.state.step, info["seconds"], root, has_groups(data, "eval")))

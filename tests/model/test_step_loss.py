@@ -105,3 +105,20 @@ def test_the_outcome_ranking_can_be_added_to_the_step_loss(tokenizer):
     pair = -torch.nn.functional.logsigmoid(rewards[batch["better"]] - rewards[batch["worse"]]).sum()
     assert n == m == 6 and len(batch["better"]) == 1
     assert mixed.item() == pytest.approx(plain.item() + 0.5 * pair.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "override", ["model.head.attributes=[helpfulness]", "model.head.length=true", "loss.strength=soft"]
+)
+def test_what_stepwise_data_cannot_train_is_refused_in_one_line(override):
+    from conftest import QUICKSTART
+    from rm.config import load_config
+    from rm.errors import ConfigError
+    from rm.model.objective import check_consumed
+
+    cfg = load_config(QUICKSTART, [override])
+    counts = {"steps": {"items": 3, "of": 3}, "attributes": {"items": 3, "names": {"helpfulness": 3}},
+              "strength": {"items": 3, "of": 3, "max_abs": 1.0}}  # fmt: skip
+    with pytest.raises(ConfigError, match="the data is stepwise"):
+        check_consumed(cfg, counts)
+    check_consumed(cfg, {k: v for k, v in counts.items() if k != "steps"})  # preference data: trained as asked

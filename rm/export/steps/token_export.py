@@ -28,30 +28,26 @@ its card text, for readers (TRL, PRM evaluation code) that load standard classes
 same weights still works for every architecture.
 
 The backbone is not copied: the returned model holds the very backbone module of the model it was built from
-(exact, and no second copy of a 7B model in memory), so changing one changes the other. `write_step_export` writes
-the folder as rm's export writes its own (rm/export/folder.py): safetensors only, the tokenizer and config.json as
-transformers 4.x reads them too (rm/export/compat.py), the run's config beside them, renamed into place whole.
+(exact, and no second copy of a 7B model in memory), so changing one changes the other. `export_model`
+(rm/export/folder.py, `ExportOptions.step_separator`) writes the folder as it writes every export, with the card of
+rm/export/steps/step_card.py.
 """
 
 from __future__ import annotations
 
 import copy
-import shutil
+import json
 from pathlib import Path
 
 import torch
 import transformers
 from torch import nn
-from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES
 
 from rm.config import RunConfig
-from rm.config.atomic import disk_full_explained
-from rm.config.exportdir import ExportDir
-from rm.config.rundir import partial_folder, write_config
+from rm.config.rundir import RunDir
 from rm.errors import ExportError
-from rm.export.compat import export_tokenizer, finish_folder
-from rm.export.folder import check_out_dir, merged
 from rm.export.modeling import AUTO, FILE
 
 STEP_LABELS = {0: "wrong", 1: "correct"}
@@ -64,7 +60,7 @@ probability per step has none of them. `pad_token_id` and the rope keys still ap
 LOSS_KEYS = ("rm_davidson_nu",)
 """Keys describing the pairwise loss's tie parameter, which the token classifier does not use."""
 
-__all__ = ["STEP_LABELS", "as_token_classification", "token_class", "write_step_export"]
+__all__ = ["STEP_LABELS", "as_token_classification", "token_class"]
 
 
 def token_class(config: PretrainedConfig) -> type[PreTrainedModel] | None:
@@ -132,14 +128,16 @@ def as_token_classification(model: nn.Module, step_separator: str) -> PreTrained
     is sigmoid of the reward the one-output score head gives at position t (`RewardModel(..., reward_index=...)`).
 
     `model` is a trained one-output sequence-classification model as rm holds it (a native class, or rm's reward
-    head on a causal LM's backbone); a peft `PeftModel` is merged and unloaded in place first, as `export_model`
-    does. `step_separator` (the text that ends each step) is kept in config.json as `rm_step_separator`. The
-    backbone module is shared with `model`, not copied. Raises ExportError for a model type transformers has no
+    head on a causal LM's backbone), LoRA already merged (`rm.export.folder.merged`, as `export_model` does).
+    `step_separator` (the text that ends each step) is kept in config.json as `rm_step_separator`. The backbone
+    module is shared with `model`, not copied. Raises ExportError for a model type transformers has no
     token-classification class for, and for a head that is not one linear output.
     """
     if not isinstance(step_separator, str) or not step_separator:
         raise ExportError(f"the step separator must be a non-empty string, got {step_separator!r}")
-    hf, _ = merged(model)
+    if callable(getattr(model, "get_base_model", None)):
+        raise ExportError("a peft model: merge its LoRA weights first (rm.export.folder.merged)")
+    hf = model
     config = hf.config
     cls = token_class(config)
     if cls is None:
@@ -178,53 +176,12 @@ def as_token_classification(model: nn.Module, step_separator: str) -> PreTrained
     return tok.eval()
 
 
-def write_step_export(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    out_dir: str | Path,
-    cfg: RunConfig,
-    *,
-    overwrite: bool = False,
-) -> Path:
-    """Write `model` (from `as_token_classification`) and `tokenizer` to `out_dir` and return the folder.
-
-    As `export_model` writes a reward export: safetensors only; `pad_token_id` from the tokenizer; the tokenizer
-    saved as `export_tokenizer` makes it for `cfg` (the training text's chat template, right padding, truncation
-    from the left, `collator.max_length`); config.json and tokenizer_config.json as transformers 4.x reads them
-    too (`finish_folder`); the run's config under `exportdir.RUN_CONFIG`. `out_dir` must be absent or empty, or with
-    `overwrite` an earlier rm export (`check_out_dir`). No model card and no eval.json: the caller adds those.
-    """
-    if SEPARATOR_KEY not in model.config.to_dict() or model.config.num_labels != len(STEP_LABELS):
-        raise ExportError(f"{type(model).__name__} is not a process reward model from as_token_classification")
-    out = Path(out_dir)
-    check_out_dir(out, overwrite)
-    model.config.pad_token_id = tokenizer.pad_token_id
-    saved_tokenizer = export_tokenizer(tokenizer, cfg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = partial_folder(out)
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:  # a failure (a full disk) takes the partial folder back at once
-        with disk_full_explained(tmp):
-            model.save_pretrained(tmp)  # transformers 5 writes safetensors only; checked below
-            saved_tokenizer.save_pretrained(tmp)
-            write_config(cfg, ExportDir(tmp).run_config)
-            finish_folder(tmp, saved_tokenizer)
-        unsafe = [p.name for p in tmp.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
-        if unsafe:
-            raise ExportError(f"export would contain pickled files: {unsafe}")
-        place(tmp, out, overwrite)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
-def place(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Rename the written folder `tmp` to `out`, so that a kill leaves the old export or the new one, never half."""
-    check_out_dir(out, overwrite)  # again: the write took a while
-    aside = out.with_name(f".{out.name}.old")
-    if out.exists():
-        shutil.rmtree(aside, ignore_errors=True)
-        out.rename(aside)
-    tmp.rename(out)
-    shutil.rmtree(aside, ignore_errors=True)
+def run_step_separator(run_dir: Path, cfg: RunConfig) -> str:
+    """The step separator of a run trained on stepwise data (its data report counts problems with step labels),
+    else "": what `rm export RUN` exports a process reward model with."""
+    path = RunDir(run_dir).data_report
+    try:
+        steps = json.loads(path.read_text()).get("labels", {}).get("steps", {})
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return cfg.data.step_separator if isinstance(steps, dict) and steps.get("items") else ""

@@ -53,3 +53,9 @@ class StepViews:
 
 def _view(column: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     return column.offsets.to_numpy(), column.values.to_numpy()
+
+
+def stepwise_split(split: object) -> bool:
+    """Whether an encoded split holds stepwise groups (its step columns)."""
+    table = getattr(split, "table", None)
+    return table is not None and "step_counts" in table.schema.names

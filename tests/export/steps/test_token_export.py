@@ -11,7 +11,8 @@ from transformers import AutoModelForTokenClassification
 from conftest import tiny_model
 from rm.config import RunConfig
 from rm.errors import ExportError
-from rm.export.steps.token_export import STEP_LABELS, as_token_classification, write_step_export
+from rm.export.folder import ExportOptions, Weights, export_model, merged
+from rm.export.steps.token_export import STEP_LABELS, as_token_classification
 from rm.model.reward import RewardModel
 
 SEPARATOR = "\n\n"
@@ -40,6 +41,12 @@ def padded_batch(vocab: int, pad_id: int, seed: int = 2) -> dict[str, torch.Tens
         ids[row, :n] = drawn + (drawn >= pad_id).long()  # skips pad_id
         mask[row, :n] = 1
     return {"input_ids": ids, "attention_mask": mask}
+
+
+def step_export(hf, tokenizer, tmp_path):
+    """`export_model` of a process reward model (a run on stepwise data exports the same way)."""
+    cfg, options = RunConfig(output_dir=str(tmp_path / "run")), ExportOptions(step_separator=SEPARATOR)
+    return export_model(hf, tokenizer, tmp_path / "steps", cfg, Weights(None, None), options=options)
 
 
 def flat_index(width: int) -> torch.Tensor:
@@ -76,7 +83,7 @@ def test_exported_token_classifier_gives_rms_step_probabilities(tokenizer, tmp_p
     assert backbone is hf.get_submodule(hf.base_model_prefix)  # shared, not copied
     torch.testing.assert_close(token_probabilities(tok, batch), expected, rtol=0, atol=1e-6)
 
-    out = write_step_export(tok, tokenizer, tmp_path / "steps", RunConfig(output_dir=str(tmp_path / "run")))
+    out = step_export(hf, tokenizer, tmp_path)
     names = sorted(p.name for p in out.iterdir())
     assert "model.safetensors" in names and not [n for n in names if n.endswith((".bin", ".pt", ".pth", ".pkl"))]
     assert "rm_config.yaml" in names and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -92,9 +99,9 @@ def test_config_names_the_labels_and_separator_and_drops_reward_keys(tokenizer, 
     hf.config.reward_normalization, hf.config.mean, hf.config.std = {"mean": 0.5, "std": 2.0}, 0.5, 2.0
     hf.config.rm_davidson_nu = 0.3
     hf.config.auto_map = {"AutoModelForSequenceClassification": "modeling_rm_reward.LlamaForSequenceClassification"}
-    tok = as_token_classification(hf, SEPARATOR)
+    as_token_classification(hf, SEPARATOR)
     assert hf.config.mean == 0.5 and hf.config.num_labels == 1  # the reward model's own config is left as it was
-    out = write_step_export(tok, tokenizer, tmp_path / "steps", RunConfig(output_dir=str(tmp_path / "run")))
+    out = step_export(hf, tokenizer, tmp_path)
     config = json.loads((out / "config.json").read_text())
     assert config["id2label"] == {str(k): v for k, v in STEP_LABELS.items()}
     assert config["label2id"] == {"wrong": 0, "correct": 1}
@@ -129,7 +136,7 @@ def test_a_lora_model_is_merged_first(tokenizer):
                 p.normal_(0.0, 0.5)  # LoRA starts at B = 0: move it, and the trained copy of the head
     batch = padded_batch(len(tokenizer), tokenizer.pad_token_id)
     expected = rm_probabilities(model, batch)
-    tok = as_token_classification(model, SEPARATOR)
+    tok = as_token_classification(merged(model)[0], SEPARATOR)
     torch.testing.assert_close(token_probabilities(tok, batch), expected, rtol=0, atol=1e-6)
 
 
@@ -152,21 +159,3 @@ def test_a_head_of_several_outputs_is_refused(tokenizer):
 def test_an_empty_separator_is_refused(tokenizer):
     with pytest.raises(ExportError, match="separator"):
         as_token_classification(tiny_model(tokenizer, "llama"), "")
-
-
-def test_the_writer_takes_only_a_step_model_and_replaces_only_its_own_folder(tokenizer, tmp_path):
-    hf = with_random_score(tiny_model(tokenizer, "llama"))
-    cfg = RunConfig(output_dir=str(tmp_path / "run"))
-    with pytest.raises(ExportError, match="not a process reward model"):
-        write_step_export(hf, tokenizer, tmp_path / "reward", cfg)
-    tok = as_token_classification(hf, SEPARATOR)
-    out = write_step_export(tok, tokenizer, tmp_path / "steps", cfg)
-    with pytest.raises(ExportError, match="not empty"):
-        write_step_export(tok, tokenizer, out, cfg)
-    assert write_step_export(tok, tokenizer, out, cfg, overwrite=True) == out
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("kept")
-    with pytest.raises(ExportError, match="holds no rm export"):
-        write_step_export(tok, tokenizer, mine, cfg, overwrite=True)
-    assert (mine / "notes.txt").read_text() == "kept"
