@@ -32,6 +32,7 @@ from rm.evaluation.metrics import write_eval
 from rm.export.folder import ExportOptions, RunData, Weights, export_model
 from rm.export.hub import check_push
 from rm.export.restore import rewards_not_finite
+from rm.export.steps.token_export import exportable_as_steps
 from rm.model.build import build_model, given_model
 from rm.model.length.length_report import length_head_result
 from rm.model.lora import add_lora, load_4bit, require_qlora
@@ -97,6 +98,8 @@ def main(
                 suites = suite_evals(cfg, data.tokenizer, accelerator)  # train.eval_suites: read before training
                 with explain_oom(cfg, "loading the model"):
                     model, layout, new_model = build_reward_model(cfg, accelerator, data.tokenizer, given)
+                if cfg.export.enabled and stepwise_split(data.train):  # its export: a token classifier
+                    exportable_as_steps(transformers_model(model.hf).config)
                 accelerator.wait_for_everyone()
             if accelerator.is_main_process:
                 claim_output_dir(cfg, ours)  # training starts: the folder is this run's
@@ -189,12 +192,9 @@ def build_reward_model(
 def set_up(
     cfg: RunConfig, accelerator: Accelerator, data: Prepared, model: RewardModel, layout: str, resume_from: Path | None
 ) -> Run:
-    """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's
-    state, restored if resuming.
-
-    Every process plans all the micro-batches alike and keeps its own share (rm/collate/shard.py); the
-    loaders are not prepared, since accelerate's sharding assumes batches of a fixed size.
-    """
+    """This process's loaders, the model and optimizer through `accelerator.prepare`, the schedule; the run's state,
+    restored if resuming. Every process plans all the micro-batches alike and keeps its own share (rm/collate/
+    shard.py); the loaders are not prepared, since accelerate's sharding assumes batches of a fixed size."""
     c, t = cfg.collator, cfg.train
     pad = data.tokenizer.pad_token_id
     collate = COLLATORS[layout](pad, c.pack_length) if layout in COLLATORS else PaddedCollator(pad)

@@ -58,3 +58,14 @@ def exported_first_errors(folder, test_file) -> dict:
         label = next((i for i, good in enumerate(record["labels"]) if not good), -1)
         items.append(ProcessBenchItem("all", label, probs.tolist()))
     return processbench_scores(items)["splits"]["all"]
+
+
+def test_a_stepwise_run_of_a_model_with_no_token_classifier_stops_before_training(tmp_path):
+    from rm.errors import ExportError
+
+    data = write_step_dataset(tmp_path / "data", n_train=8, n_test=2, seed=0, k=2)["train"].parent.parent
+    run = [*STEP_RUN, f"data.source={data}", f"output_dir={tmp_path / 'run'}", "model.random_init.model_type=granite"]
+    with pytest.raises(ExportError, match="no token-classification class for 'granite'.*export.enabled=false"):
+        main(load_config(QUICKSTART, run))
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "export").exists()
+    main(load_config(QUICKSTART, [*run, "export.enabled=false", "train.max_steps=1"]))  # trains without an export

@@ -72,6 +72,20 @@ def token_class(config: PretrainedConfig) -> type[PreTrainedModel] | None:
     return getattr(transformers, name, None) if name else None
 
 
+def exportable_as_steps(config: PretrainedConfig) -> type[PreTrainedModel]:
+    """transformers' token-classification class for `config`, or the one-line refusal (before training, too: a
+    stepwise run checks it once its model is built, not after hours of training)."""
+    cls = token_class(config)
+    if cls is None:
+        raise ExportError(
+            f"transformers has no token-classification class for {config.model_type!r}, so a process reward model "
+            "of it cannot be exported as a standard AutoModelForTokenClassification: train a model type that has "
+            "one (llama, qwen2, qwen3, mistral, gemma…), or set export.enabled=false (rm score and rm serve read "
+            "the run's checkpoints)"
+        )
+    return cls
+
+
 def head_of(model: PreTrainedModel) -> tuple[str, nn.Linear]:
     """(attribute, layer) of the classifier: the one child other than the backbone that holds weights.
 
@@ -139,14 +153,7 @@ def as_token_classification(model: nn.Module, step_separator: str) -> PreTrained
         raise ExportError("a peft model: merge its LoRA weights first (rm.export.folder.merged)")
     hf = model
     config = hf.config
-    cls = token_class(config)
-    if cls is None:
-        raise ExportError(
-            f"transformers has no token-classification class for {config.model_type!r} ({type(hf).__name__}), so a "
-            "process reward model of it cannot be a standard AutoModelForTokenClassification; export it as a reward "
-            "model (`python -m rm export`), or train on a model type that has one (llama, qwen2, qwen3, mistral, "
-            "gemma…)"
-        )
+    cls = exportable_as_steps(config)
     name, score = head_of(hf)
     if score.out_features != 1:
         raise ExportError(
