@@ -34,6 +34,7 @@ def step_solutions(records: Iterable[tuple[str, Any]], report: DataReport) -> li
             if layout and fmt and fmt != layout[0]:
                 raise _mixed(record, fmt, *layout)
             solutions.append(parse_step_record(record, origin, fmt))
+            report.count("formats", fmt)
         except RecordError as e:
             report.reject(origin, e)
             continue
