@@ -67,3 +67,18 @@ def test_a_split_mixing_steps_and_pairs_is_refused(tmp_path):
     cfg = load_config(QUICKSTART, [f"data.source={folder}", "data.eval_split=", f"output_dir={tmp_path / 'run'}"])
     with pytest.raises(DataError, match="mixes 1 stepwise problems with 1 preference records"):
         load_data(cfg.data, tmp_path / "run")
+
+
+def test_the_three_published_layouts_load_alike_through_the_run_loader():
+    """The fixtures hold the same solutions in each layout; `data.format: auto` reads each as stepwise groups."""
+    from pathlib import Path
+
+    from rm.data.load import load_pairs
+
+    fixtures = Path(__file__).parents[1] / "data" / "steps" / "fixtures"
+    loaded = {}
+    for name in ("stepwise.jsonl", "math_shepherd.jsonl", "prm800k.jsonl"):
+        items = load_pairs(str(fixtures / name), "train", [])
+        loaded[name] = [(g.prompt, g.steps, g.step_labels) for g in items]
+        assert items and all(g.steps is not None for g in items)
+    assert loaded["stepwise.jsonl"] == loaded["math_shepherd.jsonl"] == loaded["prm800k.jsonl"]

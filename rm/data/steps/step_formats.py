@@ -86,7 +86,7 @@ def is_step_record(record: Any) -> bool:
         return False
     label = record.get("label")
     stepwise = all(name in record for name in LAYOUT_FIELDS[STEPWISE]) and isinstance(record["completions"], list)
-    shepherd = "input" in record and isinstance(label, str) and MARKER in label
+    shepherd = isinstance(record.get("input"), str) and MARKER in record["input"] and isinstance(label, str)
     return stepwise or shepherd or ("question" in record and isinstance(label, dict))
 
 

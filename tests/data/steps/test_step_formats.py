@@ -171,3 +171,20 @@ def test_an_unknown_record_lists_its_fields_and_the_three_layouts():
     assert "(score, text)" in error.message
     for layout in ("stepwise", "Math-Shepherd", "PRM800K"):
         assert layout in error.message
+
+
+def test_every_published_layout_is_told_from_preference_records():
+    """`data.format: auto` sends a file to the stepwise reader on its first record: each layout's fixture is
+    stepwise, and the preference formats that share a field name (HelpSteer2's prompt, UltraFeedback's
+    completions) are not."""
+    from pathlib import Path
+
+    from rm.data.steps.step_formats import is_step_record
+
+    fixtures = Path(__file__).parent / "fixtures"
+    for name in ("stepwise.jsonl", "math_shepherd.jsonl", "prm800k.jsonl"):
+        records = [json.loads(line) for line in (fixtures / name).read_text(encoding="utf-8").splitlines()]
+        assert records and all(is_step_record(r) for r in records), name
+    assert not is_step_record({"prompt": "Q?", "response": "A.", "helpfulness": 3})
+    assert not is_step_record({"instruction": "Q?", "completions": [{"response": "A."}]})
+    assert not is_step_record({"prompt": "Q?", "chosen": "a", "rejected": "b"})
