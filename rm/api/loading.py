@@ -5,7 +5,9 @@
 as `rm export` rebuilds it), one of its checkpoints, or a Hub id; it is loaded by the one loader every command
 scores through (rm/scoring/inference.py). `score` is `rm score`'s own job on a list (`RecordScoring`: the same text,
 the same fitting into max_length, the same batch layout), so its rewards are the ones `rm score` writes for the same
-records. `evaluate` is `rm eval` (`evaluate_model`) on the
+records. `score_steps` is a process reward, P(step correct) for every step of a solution: `score_steps`
+(rm/evaluation/steps/step_scoring.py) on the inputs `rm score` and `rm serve` read (rm/scoring/step_inputs.py), with
+the scorer's layout, device and max_length. `evaluate` is `rm eval` (`evaluate_model`) on the
 loaded model's folder.
 """
 
@@ -22,14 +24,18 @@ from rm.config import load_config
 from rm.config.atomic import write_text
 from rm.config.exportdir import ExportDir
 from rm.data.data_report import DataReport
-from rm.errors import ModelError
+from rm.errors import ConfigError, DataError, ModelError, RecordError
 from rm.evaluation.eval_report import EvalOptions, evaluate_model
 from rm.evaluation.score_file import RecordScoring
+from rm.evaluation.steps.step_scoring import score_steps
 from rm.scoring import inference
+from rm.scoring.step_inputs import asks_for_steps, step_input
 from rm.serve.scorer import Scorer, scorer_of
 
 Scored = float | None | dict[str, Any]
 """One input's result: a text's reward (None where not finite), or a record's output fields."""
+StepResult = list[float | None] | list[list[float | None]]
+"""One problem's step scores: per step for one solution (`completions`), else per solution, per step."""
 
 
 class LoadedModel:
@@ -69,9 +75,45 @@ class LoadedModel:
             ("input" if one else f"input[{i}]", {"text": item} if isinstance(item, str) else dict(item))
             for i, item in enumerate(items)
         ]
+        for where, record in records:
+            if asks_for_steps(record, published=True):
+                raise DataError(f"{where}: a stepwise record asks for a score per step: use score_steps")
         out = [
             f["reward"] if isinstance(item, str) else f for item, (_, f) in zip(items, job.scored(records), strict=True)
         ]
+        return out[0] if one else out
+
+    def score_steps(
+        self, data: dict | Sequence[dict], *, batch_size: int = 16, separator: str | None = None
+    ) -> StepResult | list[StepResult]:
+        """Step scores, P(the step is correct) for every step, as `rm score` writes `step_scores` for the same input.
+
+        - a problem `{"prompt": str, "solutions": [[step, ...], ...]}` -> `[[p, ...], ...]`, per solution, per step;
+        - one solution `{"prompt": str, "completions": [step, ...]}` (TRL's stepwise layout; `labels` are not read),
+          or a Math-Shepherd or PRM800K record -> `[p, ...]`;
+        - a list of these -> a list of their results, in order.
+
+        p is None for a step that did not fit max_length beside its prompt (or whose output was not finite). Each
+        step is followed by `separator` (None: the model's, `Loaded.step_separator`), about `batch_size` solutions a
+        forward. A bad input raises `rm.errors.DataError` naming it (`input[3]: field 'solutions[0][2]' ...`).
+        """
+        if isinstance(data, str) or not isinstance(data, dict | Sequence):
+            raise DataError(f"score_steps takes a problem (a dict) or a list of them, got a {type(data).__name__}")
+        if separator is not None and (not isinstance(separator, str) or not separator):
+            raise ConfigError(f"separator must be a non-empty string, got {separator!r}")
+        one = isinstance(data, dict)
+        given = []
+        for i, item in enumerate([data] if one else data):
+            try:
+                given.append(step_input(item, published=True))
+            except RecordError as e:
+                raise DataError(f"{'input' if one else f'input[{i}]'}: {e.message}") from None
+        s = self.scorer
+        scores = score_steps(
+            s.model, s.tokenizer, s.layout, [g.problem for g in given], max_length=s.max_length,
+            separator=separator or s.step_separator, batch_size=batch_size,
+        )  # fmt: skip
+        out = [g.shaped(problem) for g, problem in zip(given, scores, strict=True)]
         return out[0] if one else out
 
     def evaluate(

@@ -19,7 +19,8 @@ class ScoreFlags(ThreadFlags, ModelFlags):
 
     input: str = option("", required=True)
     """.jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response, chosen+rejected (text or
-    message lists) or K responses to a prompt"""
+    message lists), K responses to a prompt, or stepwise solutions (prompt + solutions or completions,
+    Math-Shepherd, PRM800K: step_scores)"""
     out: str = option("")
     """output .jsonl[.gz] (unset: INPUT.scored.jsonl beside the input)"""
     field: str = option("")
@@ -38,7 +39,9 @@ def add(sub) -> None:
         description="Write the reward of each record of --input (transcripts, texts, prompt+response or "
         "chosen+rejected pairs) to a .jsonl file, streaming. A record of K responses to one prompt (UltraFeedback, "
         "Nectar, RewardBench 2, or prompt + responses: [{text}]) gets rewards: [...], one per response in its "
-        "order, the prompt computed once. Options may also be given as key=value.",
+        "order, the prompt computed once. A stepwise record (prompt + solutions: [[step, ...]], prompt + "
+        "completions: [step, ...], Math-Shepherd, PRM800K) gets step_scores: P(step correct) per step, null past "
+        "max_length. One file holds one kind. Options may also be given as key=value.",
     )
     add_flags(p, ScoreFlags)
     add_settings(p)
@@ -51,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rm.config.flags import settle
     from rm.evaluation.score_file import check_output, score_file
     from rm.scoring import load
+    from rm.scoring.step_file import StepFileScoring
 
     args = settle(args, ScoreFlags)
     out = args.out or scored_name(args.input)
@@ -74,8 +78,14 @@ def run(args: argparse.Namespace) -> int:
         on_bad_record=args.on_bad_record,
         overwrite=args.overwrite,
         text_version=loaded.text_version,  # the rule its training read records by
+        wrap_job=lambda job: StepFileScoring(job, loaded.step_separator),  # stepwise records: step_scores
     )
-    print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
+    if counts.get("stepwise"):
+        print(
+            f"scored {counts['steps']} steps of {counts['solutions']} solutions in {counts['records']} records -> {out}"
+        )
+    else:
+        print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
     if counts.get("skipped"):
         first = ", ".join(counts["skipped_origins"][:3])
         print(f"skipped {sum(counts['skipped'].values())} bad records {counts['skipped']} (first: {first})")
@@ -86,6 +96,13 @@ def run(args: argparse.Namespace) -> int:
             f"warning: {n} rewards in {records} records are not finite (NaN or infinite: the model overflows), "
             f"written as null (first: {first})",
             file=sys.stderr,
+        )
+    if counts.get("steps_unscored"):
+        first = ", ".join(counts["unscored_origins"][:3])
+        n, records = counts["steps_unscored"], len(counts["unscored_origins"])
+        print(
+            f"{n} steps in {records} records have no score (null): past max_length={max_length}, or not finite "
+            f"(first: {first})"
         )
     if counts["records_truncated"]:
         n = counts["records_truncated"]

@@ -24,7 +24,7 @@ def add(sub) -> None:
     p = sub.add_parser(
         "serve",
         help="serve a reward model over HTTP: /score, /score_groups (a rollout group's prompt computed once), "
-        "/get_reward (OpenRLHF), /health, /info",
+        "/get_reward (OpenRLHF), /score_steps (a process reward per step), /health, /info",
         description="Serve MODEL over HTTP with the rewards `rm score` gives. Concurrent requests are coalesced "
         "into token-budgeted batches; a group's responses share one computation of their prompt. Binds 127.0.0.1 "
         "unless --host says otherwise; any other address needs an API key (RM_API_KEY or --api-key). SIGTERM or "

@@ -3,8 +3,8 @@
 The server refuses more than `--max-texts` texts (or group responses) in one request (413); an RL step can hold
 more completions than that, so the clients cut a call at the limit `/info` reports and join the rewards. Cutting
 changes no reward: the server gives every text the reward `rm score` gives it, whatever it is batched with. A
-group is never cut (its prompt is computed once for all its responses); one over the limit goes alone and the
-server's 413 says why.
+group (or a /score_steps problem) is never cut (its prompt is computed once for all its responses); one over the
+limit goes alone and the server's 413 says why.
 """
 
 from __future__ import annotations
@@ -64,16 +64,56 @@ def flat_parts(items: list[Any], limit: int) -> list[list[Any]]:
 
 def group_parts(groups: list[dict[str, Any]], limit: int) -> list[list[dict[str, Any]]]:
     """Consecutive groups in requests of at most `limit` responses, a group never split."""
-    parts: list[list[dict[str, Any]]] = []
-    count = limit  # forces a new part for the first group
-    for group in groups:
-        n = len(group["responses"])
+    return sized_parts(groups, [len(group["responses"]) for group in groups], limit)
+
+
+def sized_parts(items: list[Any], sizes: list[int], limit: int) -> list[list[Any]]:
+    """Consecutive items in requests whose `sizes` add up to at most `limit`, an item never split."""
+    parts: list[list[Any]] = []
+    count = limit  # forces a new part for the first item
+    for item, n in zip(items, sizes, strict=True):
         if count + n > limit:
             parts.append([])
             count = 0
-        parts[-1].append(group)
+        parts[-1].append(item)
         count += n
     return parts
+
+
+def as_problems(problems: Any) -> tuple[bool, list[dict[str, Any]]]:
+    """(whether one problem was given, the problems): a {"prompt", "solutions"} or {"prompt", "completions"} dict,
+    or a list of them. What their fields hold is the server's to check (it answers 400 or 422 naming the item)."""
+    one = isinstance(problems, dict)
+    items = [problems] if one else list(problems)
+    for i, p in enumerate(items):
+        if not isinstance(p, dict) or ("solutions" in p) == ("completions" in p):
+            raise TypeError(f"problems[{i}] must be a dict with a prompt and either solutions or completions")
+    return one, items
+
+
+def step_sizes(problems: list[dict[str, Any]]) -> list[int]:
+    """What each problem counts against --max-texts: its solutions, and at least 1 (the server counts problems
+    too)."""
+    return [max(1, len(p["solutions"])) if isinstance(p.get("solutions"), list) else 1 for p in problems]
+
+
+def step_scores(reply: dict[str, Any], problems: list[dict[str, Any]]) -> list[Any]:
+    """The `step_scores` of a /score_steps reply to {"items": problems}: one entry per problem, each a list per
+    solution (a `completions` problem: one list), of numbers or null (a step past max_length), kept as None."""
+    values = reply.get("step_scores")
+    if not isinstance(values, list) or len(values) != len(problems):
+        raise _bad_reply(f"'step_scores' should be {len(problems)} entries, one per problem, got {_describe(values)}")
+    for k, (value, problem) in enumerate(zip(values, problems, strict=True)):
+        lists = [value] if "completions" in problem else value
+        if not isinstance(lists, list) or not all(
+            isinstance(row, list) and all(_is_score(v) for v in row) for row in lists
+        ):
+            raise _bad_reply(f"'step_scores[{k}]' is not a list of step scores per solution")
+    return values
+
+
+def _is_score(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def flat_rewards(reply: dict[str, Any], n: int) -> list[float]:

@@ -14,7 +14,19 @@ from typing import Any
 
 import httpx
 
-from rm.client.calls import as_groups, flat_parts, flat_rewards, group_parts, group_rewards, max_texts_of, request_body
+from rm.client.calls import (
+    as_groups,
+    as_problems,
+    flat_parts,
+    flat_rewards,
+    group_parts,
+    group_rewards,
+    max_texts_of,
+    request_body,
+    sized_parts,
+    step_scores,
+    step_sizes,
+)
 from rm.client.server_error import auth_headers, read_reply, unreachable
 
 Message = dict[str, str]
@@ -72,6 +84,16 @@ class RewardClient:
             out += group_rewards(reply, [len(g["responses"]) for g in part])
         return out
 
+    def score_steps(self, problems: dict[str, Any] | Sequence[dict[str, Any]]) -> list[Any]:
+        """Step scores, P(step correct): a problem {"prompt", "solutions": [[step, ...], ...]} -> [[p, ...], ...]
+        per solution, {"prompt", "completions": [step, ...]} -> [p, ...]; a list of problems -> a list of those.
+        None for a step past max_length. Each step is followed by the server's separator (/info's step_separator)."""
+        one, items = as_problems(problems)
+        out: list[Any] = []
+        for part in sized_parts(items, step_sizes(items), self._limit()) if items else []:
+            out += step_scores(self._call("POST", "/score_steps", {"items": part}), part)
+        return out[0] if one else out
+
     def _flat(self, key: str, items: list[Any]) -> list[float]:
         out: list[float] = []
         for part in flat_parts(items, self._limit()) if items else []:
@@ -128,6 +150,13 @@ class AsyncRewardClient:
         for part, reply in zip(parts, replies, strict=True):
             out += group_rewards(reply, [len(g["responses"]) for g in part])
         return out
+
+    async def score_steps(self, problems: dict[str, Any] | Sequence[dict[str, Any]]) -> list[Any]:
+        one, items = as_problems(problems)
+        parts = sized_parts(items, step_sizes(items), await self._limit()) if items else []
+        replies = await asyncio.gather(*(self._call("POST", "/score_steps", {"items": p}) for p in parts))
+        out = [s for part, reply in zip(parts, replies, strict=True) for s in step_scores(reply, part)]
+        return out[0] if one else out
 
     async def _flat(self, key: str, items: list[Any]) -> list[float]:
         parts = flat_parts(items, await self._limit()) if items else []

@@ -154,6 +154,7 @@ def score_file(
     on_bad_record: str = "error",
     overwrite: bool = False,
     text_version: int = TEXT_VERSION,
+    wrap_job: Callable[[RecordScoring], Any] | None = None,
 ) -> dict[str, Any]:
     """Score every record of a file (JSON lines or array, CSV, Parquet) into a JSON-lines file, in order.
 
@@ -166,7 +167,8 @@ def score_file(
     the job naming file and line, or with `on_bad_record="skip"` is left out and counted (`skipped` in the
     counts, by reason). The output is written as `<output>.partial` and renamed when every record is done,
     so a file under the output's name is always complete; a job that stops removes its `.partial`. An
-    output that is the input, or that exists (unless `overwrite`), is refused up front.
+    output that is the input, or that exists (unless `overwrite`), is refused up front. `wrap_job`: a job around
+    the record job, with its `lines` and `summary` (`rm score` scores stepwise records so: rm/scoring/step_file.py).
     """
     check_output(Path(input_path), Path(output_path), overwrite)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
@@ -176,6 +178,7 @@ def score_file(
         # message lists: the model's chat template where it has one, as training; string prompts by its text rule
         Renderer(tokenizer, version=text_version), report, field, max_length, batch_size,
     )  # fmt: skip
+    job = wrap_job(job) if wrap_job is not None else job
     records = read_file(Path(input_path), report)
     bar = tqdm(
         total=count_records(Path(input_path)), desc="score", unit="rec", disable=not progress, dynamic_ncols=True

@@ -11,10 +11,16 @@ training does; models whose classifier is not one linear layer (RoBERTa…) pool
 A model with several outputs is read one way: output 0 is the reward, outputs 1.. are attributes
 named by `id2label` (`attribute_names`). rm's exports with `model.head.attributes` are written so
 (`id2label[0] == "reward"`); any other multi-output classifier is read the same way, and a log line says so.
+
+rm's process-reward exports (rm/export/steps/token_export.py) are `…ForTokenClassification` folders with two labels
+and `rm_step_separator` in config.json; they are read back in the one-output form (`step_reward_model`), so every
+scoring path reads a step's probability as sigmoid(reward at its last token), as it reads a trained PRM's. Any
+other token classifier is refused: its labels (NER tags, …) are no reward.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Iterator
@@ -26,7 +32,9 @@ from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     PretrainedConfig,
+    PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
@@ -35,9 +43,9 @@ from rm.config.loader import relative_note
 from rm.config.rundir import RunDir
 from rm.data.hub_reach import hub_advice, hub_offline, unreachable
 from rm.errors import ModelError
-from rm.model.architecture import own_class
+from rm.model.architecture import own_class, reward_class
 from rm.model.build import DTYPES
-from rm.model.reward import reward_module, transformers_model
+from rm.model.reward import reward_module, score_head, transformers_model
 from rm.model.threads import set_threads
 from rm.tokens.tokenizer import load_tokenizer
 
@@ -47,6 +55,8 @@ FRESH_HEAD = {"MISSING": ("score", "classifier"), "UNEXPECTED": ("lm_head", "emb
 """What loading a causal LM's checkpoint into a sequence-classification class always reports, rm expecting it: the
 reward head missing (made fresh, then trained) and the LM's output layer unused (GPT-NeoX names it embed_out)."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+STEP_KEY = "rm_step_separator"
+"""config.json key of rm's process-reward exports (rm/export/steps/token_export.py: SEPARATOR_KEY)."""
 
 
 def attribute_names(config: PretrainedConfig) -> list[str]:
@@ -84,8 +94,9 @@ def load_reward_model(
     device: str = "cpu",
     num_threads: int = 0,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
-    """(model, tokenizer) for any `AutoModelForSequenceClassification`, in eval mode. A model with several
-    outputs returns [rows, 1 + A], output 0 the reward (`check_outputs`; names: `attribute_names`).
+    """(model, tokenizer) for any `AutoModelForSequenceClassification`, and for rm's process-reward exports in the
+    one-output form (`step_reward_model`), in eval mode. A model with several outputs returns [rows, 1 + A],
+    output 0 the reward (`check_outputs`; names: `attribute_names`).
 
     Decoders are wrapped in `RewardModel`, which reads the reward at the last attended token exactly as
     training does; other architectures use their own pooling through `PooledLogits`. `device="auto"`
@@ -96,10 +107,14 @@ def load_reward_model(
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-        check_outputs(name_or_path, config)
+        steps = is_step_export(name_or_path, config)
+        if not steps:
+            check_outputs(name_or_path, config)
         tokenizer = load_tokenizer(name_or_path, trust_remote_code)
-        own = own_class(config, trust_remote_code)  # rm's reward head on a causal LM: no remote code
-        if own is not None:
+        own = None if steps else own_class(config, trust_remote_code)  # rm's head on a causal LM: no remote code
+        if steps:
+            hf = step_reward_model(name_or_path, config, DTYPES[dtype])
+        elif own is not None:
             hf = own.from_pretrained(name_or_path, config=config, dtype=DTYPES[dtype])
         else:
             hf = AutoModelForSequenceClassification.from_pretrained(
@@ -111,6 +126,55 @@ def load_reward_model(
         why = why_not_loaded(name_or_path, e)
         raise ModelError(f"{name_or_path}: cannot load a sequence-classification model ({why})") from None
     return reward_module(hf).eval().to(device), tokenizer
+
+
+def is_step_export(name: str, config: PretrainedConfig) -> bool:
+    """Whether `config` is an rm process-reward export's (a token classifier with 2 labels and the separator
+    key); any other token classifier is refused in one line (ModelError)."""
+    token = [a for a in getattr(config, "architectures", None) or [] if a.endswith("ForTokenClassification")]
+    if not token:
+        return False
+    if isinstance(getattr(config, STEP_KEY, None), str) and config.num_labels == 2:
+        return True
+    raise ModelError(
+        f"{name}: {token[0]} is a token classifier, not a reward model; rm reads sequence-classification reward "
+        f"models and its own process-reward exports (2 labels and {STEP_KEY} in config.json)"
+    )
+
+
+def step_reward_model(name: str, config: PretrainedConfig, dtype: torch.dtype) -> PreTrainedModel:
+    """An rm process-reward export (`…ForTokenClassification`, 2 labels) in the one-output form the scoring room
+    reads: the architecture's reward class (`reward_class`) on the token classifier's very backbone, its score
+    row = row 1 - row 0 and its bias = bias 1 - bias 0. softmax([a, b])[1] = sigmoid(b - a), so sigmoid of the
+    reward at a position is exactly the export's softmax[..., 1] there. The config keeps `rm_step_separator`."""
+    tok = AutoModelForTokenClassification.from_pretrained(name, config=config, dtype=dtype)
+    try:
+        two = score_head(tok)  # the [2, H] head (`score`, or `classifier` in GPT-2 and GPT-NeoX)
+    except TypeError:
+        raise ModelError(f"{name}: {type(tok).__name__} has no linear head to read a step's score from") from None
+    reward_config = copy.deepcopy(config)
+    reward_config.num_labels, reward_config.problem_type = 1, None
+    reward_config.id2label, reward_config.label2id = {0: "reward"}, {"reward": 0}
+    cls = reward_class(reward_config)
+    reward_config.architectures = [cls.__name__]
+    with torch.device("meta"):  # no weights allocated: the backbone is the token classifier's, the head below
+        hf = cls(reward_config)
+    prefix, backbone = hf.base_model_prefix, tok.get_submodule(tok.base_model_prefix)
+    if type(hf.get_submodule(prefix)) is not type(backbone):
+        raise ModelError(f"{name}: {cls.__name__} cannot hold the backbone of {type(tok).__name__}")
+    setattr(hf, prefix, backbone)
+    head_name = next((n for n in ("score", "classifier") if isinstance(getattr(hf, n, None), nn.Linear)), "score")
+    bias = None if two.bias is None else two.bias[1] - two.bias[0]
+    head = nn.Linear(two.in_features, 1, bias=bias is not None, dtype=two.weight.dtype)
+    with torch.no_grad():
+        head.weight.copy_(two.weight[1:2] - two.weight[0:1])  # [1, H]
+        if bias is not None:
+            head.bias.copy_(bias[None])
+    setattr(hf, head_name, head)
+    left = [n for n, t in [*hf.named_parameters(), *hf.named_buffers()] if t.is_meta]
+    if left:
+        raise ModelError(f"{name}: {left[:3]} of {cls.__name__} were not carried over from {type(tok).__name__}")
+    return hf.eval()
 
 
 def why_not_loaded(name: str, error: BaseException) -> str:

@@ -30,6 +30,7 @@ from rm.model.build import DTYPES, check_positions
 from rm.model.pretrained import default_max_length, load_reward_model, model_attributes
 from rm.model.reward import reward_module
 from rm.model.threads import set_threads
+from rm.tokens.steps.step_tokens import STEP_SEPARATOR, model_separator
 
 log = logging.getLogger("rm.scoring")
 
@@ -59,6 +60,9 @@ class Loaded:
     folder: str = ""
     """The transformers folder (or Hub id) loaded: a run directory's export/; '' for weights rebuilt from a
     checkpoint, which `rm eval` cannot read until exported."""
+    step_separator: str = STEP_SEPARATOR
+    """The text after the problem and after every step when steps are scored (rm/tokens/steps/step_tokens.py): a
+    process-reward export's `rm_step_separator`, else the run's data.step_separator, else the default."""
 
     @property
     def attributes(self) -> list[str]:
@@ -93,7 +97,9 @@ def load(
         loaded = Loaded(source, model, tokenizer, max_length or default_max_length(path, model), folder=path)
         loaded.text_version = ExportDir(path).text_version()
         loaded.normalization = recorded_normalization(model.hf.config)
-        loaded.split = {k: v for k, v in ExportDir(path).section("data").items() if k in SPLIT_KEYS}
+        data = ExportDir(path).section("data")
+        loaded.split = {k: v for k, v in data.items() if k in SPLIT_KEYS}
+        loaded.step_separator = model_separator(model.hf.config, saved_separator(data))
     else:
         model, tokenizer, run_length, weights = restored(run, dtype, device, purpose)
         loaded = Loaded(source, model, tokenizer, max_length or run_length, weights=weights)
@@ -101,9 +107,17 @@ def load(
         if config.is_file():
             loaded.text_version = saved_text_version(config)
             data = read_yaml(config).get("data")
-            loaded.split = {k: v for k, v in data.items() if k in SPLIT_KEYS} if isinstance(data, dict) else {}
+            data = data if isinstance(data, dict) else {}
+            loaded.split = {k: v for k, v in data.items() if k in SPLIT_KEYS}
+            loaded.step_separator = saved_separator(data)
     check_positions(loaded.max_length, model.hf.config, "--max-length", source)
     return loaded
+
+
+def saved_separator(data: dict[str, Any]) -> str:
+    """A saved run config's data.step_separator, the default where it saved none (or not a non-empty string)."""
+    value = data.get("step_separator")
+    return value if isinstance(value, str) and value else STEP_SEPARATOR
 
 
 def exported(name: str) -> str:

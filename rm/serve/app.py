@@ -8,7 +8,8 @@ to one caller at a time; one for the model keeps one forward on the device at a 
 prepared and scored the server watches its connection: a client that has gone has its work dropped, unscored.
 
 Routes (the contract the client, rm/client/, is written against): POST /score, /score_groups, /get_reward
-(OpenRLHF's remote reward protocol), GET /health, /info. Errors are `{"error": "<one line>"}`; a 500 also carries
+(OpenRLHF's remote reward protocol), /score_steps (a process reward per step: rm/serve/step_bodies.py), GET /health,
+/info. Errors are `{"error": "<one line>"}`; a 500 also carries
 `request_id`, which the log line about it names. Who may call is rm/serve/guards.py's (the Host name, the key).
 /health answers 503 once a thread the server needs has died, and the server then stops (exit 1).
 """
@@ -36,8 +37,12 @@ from rm.serve.guards import HostCheck, KeyCheck
 from rm.serve.preparer import Preparer, PreparerStopped
 from rm.serve.scorer import Scorer
 from rm.serve.serve_config import ServeConfig
+from rm.serve.step_bodies import preparing_steps
 
 log = logging.getLogger("rm.serve")
+
+POSTS = ("score", "score_groups", "get_reward", "score_steps")
+"""The POST routes; /info lists them."""
 
 
 def build_app(
@@ -50,7 +55,7 @@ def build_app(
     """The application for one server process holding `scorer`; `key` None serves without authentication.
     `on_fatal` is called (from the dying thread) when the model or preparation thread dies: the server stops."""
     routes = Routes(scorer, cfg, worker, on_fatal)
-    posts = [Route(f"/{r}", routes.endpoint(r), methods=["POST"]) for r in ("score", "score_groups", "get_reward")]
+    posts = [Route(f"/{r}", routes.endpoint(r), methods=["POST"]) for r in POSTS]
     gets = [Route("/health", routes.health, methods=["GET"]), Route("/info", routes.info, methods=["GET"])]
     app = Starlette(
         routes=[*posts, *gets], lifespan=routes.lifespan, exception_handlers={HTTPException: routes.http_error}
@@ -94,6 +99,9 @@ class Routes:
     async def scored(self, route: str, body: bytes, request_id: str) -> dict:
         """The one recipe of every POST route: prepare (check, render, tokenize), score in batches, answer."""
         cfg = self.cfg
+        if route == "score_steps":
+            steps = await self.preparer.run(preparing_steps(body, self.scorer, cfg.max_texts, cfg.on_too_long))
+            return steps.answer(await self.batcher.score(request_id, steps.prepared.jobs), request_id)
         prepared = await self.preparer.run(preparing(route, body, self.scorer, cfg.max_texts, cfg.on_too_long))
         raw = prepared.answers(await self.batcher.score(request_id, prepared.jobs))
         return answer(route, prepared, raw, self.scorer, request_id)
@@ -153,6 +161,8 @@ class Routes:
                 "on_too_long": cfg.on_too_long,
                 "max_texts": cfg.max_texts,
                 "max_body_bytes": cfg.max_body_bytes,
+                "routes": [f"/{r}" for r in POSTS],
+                "step_separator": scorer.step_separator,
                 "version": rm.__version__,
             }
         )

@@ -8,7 +8,7 @@ computed once: the shared layout packs parts into rows first-fit, a group on a c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rm.collate.scoring import part, responses, tokens
 from rm.collate.token_budget import Rows, fill
@@ -84,18 +84,26 @@ def split_item(job: Job, item: int, budget: int, shared: bool, max_row: int, cac
     """An item as parts, each a piece of one of its groups that fits the budget alone, and in the shared layout a
     row of at most `max_row` tokens (one response alone always makes a part); with `cached` (groups on a cached
     prompt) a group of two or more responses to a non-empty prompt is one part wherever its tokens fit the budget,
-    as no row limits it."""
+    as no row limits it, unless it is stepwise (/score_steps: its steps are read in the layout, `Scorer.forward`)."""
     parts, start = [], 0
     for group in job.items[item]:
         n = len(group.response_ids)
-        if cached and n > 1 and len(group.prompt_ids) and tokens(group) <= budget:
+        if cached and n > 1 and len(group.prompt_ids) and tokens(group) <= budget and not group.step_ends:
             parts.append(Part(job, item, start, group, shared, cached=True))
         else:
             parts += [
-                Part(job, item, start + s, part(group, s, e), shared) for s, e in pieces(group, budget, shared, max_row)
+                Part(job, item, start + s, piece(group, s, e), shared)
+                for s, e in pieces(group, budget, shared, max_row)
             ]
         start += n
     return parts
+
+
+def piece(group: EncodedGroup, start: int, end: int) -> EncodedGroup:
+    """Responses [start, end) of `group` on its prompt, with their steps' ends where it is stepwise (/score_steps)."""
+    if not group.step_ends:
+        return part(group, start, end)
+    return replace(part(group, start, end), step_ends=group.step_ends[start:end])
 
 
 def pieces(group: EncodedGroup, budget: int, shared: bool, max_row: int) -> list[tuple[int, int]]:

@@ -21,10 +21,12 @@ from rm.data.formats.chat import Renderer
 from rm.data.formats.text_rule import TEXT_VERSION
 from rm.evaluation.record_texts import ScoreText
 from rm.evaluation.score_file import default_layout, encode_texts
+from rm.evaluation.steps.step_scoring import step_outputs
 from rm.model.cached_prompt import PrefixScoring, prefix_support
 from rm.model.pretrained import model_attributes
 from rm.scoring.inference import Loaded, load, normalization
 from rm.serve.batch_plan import Output
+from rm.tokens.steps.step_tokens import STEP_SEPARATOR, StepIds
 from rm.tokens.store import EncodedGroup
 from rm.tokens.tokenizer import special_prefix
 
@@ -51,6 +53,8 @@ class Scorer:
     `rm export` says it); '' for an export, whose model card says it."""
     text_version: int = TEXT_VERSION
     """The record -> text rule the model was trained with (data.text_version: rm/data/formats/text_rule.py)."""
+    step_separator: str = STEP_SEPARATOR
+    """The text after the problem and after every step of /score_steps (`Loaded.step_separator`)."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
@@ -78,14 +82,22 @@ class Scorer:
     def forward(self, groups: list[EncodedGroup]) -> list[Output]:
         """Raw rewards of one batch, one per response, group after group (each group's prompt computed once): groups
         of two or more responses to a non-empty prompt on their prompt's cache where the model allows it, the rest
-        (single texts) in the layout, in one collate. With attribute outputs each entry is [reward, *attributes]."""
+        (single texts) in the layout, in one collate. With attribute outputs each entry is [reward, *attributes].
+        A stepwise group's (/score_steps: `step_ends` set) entries are the head's outputs at each kept step's last
+        token instead, read by `step_outputs` in one forward of the batch's stepwise groups, as `score_steps` reads
+        them."""
         starts = [0]
         for g in groups:
             starts.append(starts[-1] + len(g.response_ids))
-        cache = [self.groups is not None and len(g.response_ids) > 1 and len(g.prompt_ids) > 0 for g in groups]
         out: list[Output] = [0.0] * starts[-1]
+        stepwise = [i for i, g in enumerate(groups) if g.step_ends]
+        if stepwise:
+            encoded = [StepIds(groups[i], [0] * len(groups[i].response_ids)) for i in stepwise]
+            for i, outputs in zip(stepwise, step_outputs(self.model, self.layout, self.device, encoded), strict=True):
+                out[starts[i] : starts[i + 1]] = outputs
+        cache = [self.groups is not None and len(g.response_ids) > 1 and len(g.prompt_ids) > 0 for g in groups]
         for on_cache in (True, False):
-            chosen = [i for i, c in enumerate(cache) if c == on_cache]
+            chosen = [i for i, c in enumerate(cache) if c == on_cache and not groups[i].step_ends]
             if not chosen:
                 continue
             if on_cache:
@@ -150,5 +162,6 @@ def scorer_of(loaded: Loaded, *, normalize: bool = False, prefix_cache: bool = T
         if why_not:
             log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
     return Scorer(
-        loaded.name, model, tokenizer, loaded.max_length, layout, dev, norm, groups, loaded.weights, loaded.text_version
-    )
+        loaded.name, model, tokenizer, loaded.max_length, layout, dev, norm, groups, loaded.weights,
+        loaded.text_version, loaded.step_separator,
+    )  # fmt: skip

@@ -32,7 +32,8 @@ class ServeConfig:
     the API key."""
 
     model: str = option("", positional=True)
-    """an rm export, a run directory, or a sequence-classification folder or Hub name with one output"""
+    """an rm export (a process-reward one too), a run directory, or a sequence-classification folder or Hub name
+    with one output"""
     host: str = option("127.0.0.1")
     """address to bind (127.0.0.1: this machine only; any other needs an API key)"""
     port: int = option(8000)
@@ -42,7 +43,7 @@ class ServeConfig:
     max_wait_ms: float = option(5.0)
     """how long the model thread waits after the first queued request for others to join its batches"""
     max_texts: int = option(1024)
-    """texts (responses, queries) in one request; more is refused with 413"""
+    """texts (responses, queries, /score_steps solutions and problems) in one request; more is refused with 413"""
     max_body_bytes: int = option(8 * 1024 * 1024)
     """bytes of one request body (8 MiB); more is refused with 413 before it is read"""
     on_too_long: str = option("truncate", choices=["truncate", "error"])

@@ -169,6 +169,8 @@ def test_health_and_info(scorer):
         "on_too_long": "error",
         "max_texts": 7,
         "max_body_bytes": 8 << 20,
+        "routes": ["/score", "/score_groups", "/get_reward", "/score_steps"],
+        "step_separator": "\n\n",  # a reward export's: its run's data.step_separator, the default
         "version": rm.__version__,
     }
 
