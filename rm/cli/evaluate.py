@@ -1,6 +1,7 @@
 """`python -m rm eval --model M --data D`: accuracy, calibration, length bias and, for groups of K responses, top-1,
 best-of-K and Kendall tau per subset (evaluation/eval_report.py); with `--suite rewardbench|rewardbench2|rm-bench`,
-also that leaderboard's own section scores and overall figure (rm/suites/suite_eval.py)."""
+also that leaderboard's own section scores and overall figure (rm/suites/suite_eval.py); with `--suite processbench`,
+ProcessBench's first-error F1 of the model's step scores instead (rm/suites/steps/)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from rm.config.flags import add_flags, add_settings, option
 if TYPE_CHECKING:  # the library is imported when a command runs, so that --help answers without it
     from rm.config import DataConfig
 
-SUITES = ["rewardbench", "rewardbench2", "rm-bench"]
+SUITES = ["rewardbench", "rewardbench2", "rm-bench", "processbench"]
+"""rm/suites/catalog.py's SUITE_NAMES, spelled out so that --help answers without importing the library."""
 
 
 @dataclass
@@ -27,7 +29,8 @@ class EvalFlags(ThreadFlags, DataFlags, ModelFlags):
     Hub name (required without --suite; with it, default: the suite's Hub dataset)"""
     suite: str | None = option(None, choices=SUITES)
     """also compute this leaderboard's own aggregates (eval.json's `suite`) on its published layout: rewardbench
-    (allenai/reward-bench), rewardbench2 (allenai/reward-bench-2), rm-bench (THU-KEG/RM-Bench)"""
+    (allenai/reward-bench), rewardbench2 (allenai/reward-bench-2), rm-bench (THU-KEG/RM-Bench); processbench
+    (Qwen/ProcessBench) scores the model's steps alone: its first-error F1 (no pair table)"""
     prior_sets: str = option("", metavar="SOURCE")
     """with --suite rewardbench: RewardBench's prior preference sets (allenai/preference-test-sets, or a folder of
     its splits) for the optional Prior Sets figure"""
@@ -134,6 +137,9 @@ def suite_data(args: argparse.Namespace | EvalFlags):
                           "they are")  # fmt: skip
     if args.prior_sets and args.suite != "rewardbench":
         raise ConfigError("--prior-sets goes with --suite rewardbench only")
+    if args.chat_template and args.suite == "processbench":
+        raise ConfigError("--chat-template does not apply to --suite processbench: a PRM reads the problem and its "
+                          "steps as plain text, as rm trains one")  # fmt: skip
     return SuiteData(
         source=args.data or "",
         split=args.split or "",
@@ -173,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
         data = eval_data(args)
         folder, loaded = load_export(args)
         result = evaluate_model(folder, data, args.out, options, loaded)
-    if result:  # the main process (the others return an empty result)
+    if result and args.suite == "processbench":  # step scores: no pair table, no html page
+        print_bench(result, args.out)
+    elif result:  # the main process (the others return an empty result)
         skipped = result["eval"]["records_skipped"]
         if skipped:
             print(f"skipped {sum(skipped.values())} bad records {skipped} (listed in eval.json)")
@@ -184,6 +192,21 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {args.suite}: {note}", file=sys.stderr)
         print(f"report: {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'} (one page to browse)")
     return 0
+
+
+def print_bench(result: dict, out: str) -> None:
+    """ProcessBench's console summary: skipped records, the table, each note as a warning, where the files are."""
+    from pathlib import Path
+
+    from rm.suites.steps.bench_block import bench_table
+
+    skipped = result["eval"]["records_skipped"]
+    if skipped:
+        print(f"skipped {sum(skipped.values())} bad records {skipped} (listed in eval.json)")
+    print(bench_table(result["suite"]))
+    for note in result["suite"]["notes"]:
+        print(f"warning: processbench: {note}", file=sys.stderr)
+    print(f"report: {Path(out) / 'report.md'} (each item's step scores: {Path(out) / 'step_scores.jsonl'})")
 
 
 def load_export(args: EvalFlags) -> tuple[str, tuple]:

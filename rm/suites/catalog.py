@@ -13,6 +13,7 @@ from rm.data.formats.chat import Renderer
 from rm.errors import ConfigError, DataError
 from rm.suites import rewardbench, rewardbench2, rm_bench
 from rm.suites.records import Parser, SuiteItem, parse_items, read_records
+from rm.suites.steps.bench_records import NAME as BENCH
 from rm.suites.subset_names import near_miss
 from rm.tokens.tokenizer import special_prefix
 
@@ -65,9 +66,19 @@ WITHOUT_TEMPLATE = (
 )
 
 
+STEP_SUITES = (BENCH,)
+"""Suites of step scores (rm/suites/steps/): ProcessBench, whose items are solutions cut into steps."""
+SUITE_NAMES = (*SUITES, *STEP_SUITES)
+"""Every suite `rm eval --suite` and `train.eval_suites` take (rm/config/suite_config.py spells them out again,
+below this layer; a test keeps the two and the command line's list equal)."""
+
+
 def get_suite(name: str) -> Suite:
+    """A suite of pairs and groups by name (ProcessBench is read by rm/suites/steps/ instead)."""
+    if name in STEP_SUITES:
+        raise ConfigError(f"{name} scores steps, not pairs: rm.suites.suite_eval.evaluate_suite runs it")
     if name not in SUITES:
-        raise ConfigError(f"unknown suite {name!r}: rm knows {', '.join(SUITES)}")
+        raise ConfigError(f"unknown suite {name!r}: rm knows {', '.join(SUITE_NAMES)}")
     return SUITES[name]
 
 

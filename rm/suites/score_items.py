@@ -10,11 +10,17 @@ processes in plan order, W at a time, by rm/collate/shard.py's `deal_rounds` (as
 Every process runs the same number of forwards (one short of a batch scores the first batch again, and drops it), so
 a prepared DDP or FSDP model is called alike everywhere; one gather at the end (rm/evaluation/gather.py's
 `gather_once`, each response a unit of its own) puts every reward in place on every process.
+
+A stepwise suite's problems (`score_step_problems`, ProcessBench) go the same way: batched as
+rm.evaluation.steps.step_scoring's `score_steps` batches them (whole problems, about `batch_size` solutions a
+forward), each batch one forward of its `step_outputs` on one process, dealt by `deal_rounds` and gathered once,
+each solution a unit whose steps ride along as a linked table.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +35,9 @@ from rm.errors import DataError, RecordError
 from rm.evaluation.gather import copy_tags, gather_once
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText
 from rm.evaluation.score_file import encode_texts
+from rm.evaluation.steps.step_scoring import step_outputs
 from rm.suites.records import SuiteItem
+from rm.tokens.steps.step_tokens import StepIds
 from rm.tokens.store import EncodedGroup
 from rm.tokens.tokenizer import special_prefix
 
@@ -115,3 +123,74 @@ def score_all(
     out = torch.empty(n, dtype=torch.float64)
     out[kept["responses"][:, 0]] = kept["reward"]  # a response's unit row is its own: the units are 0..n-1
     return out.numpy()
+
+
+def step_plan(encoded: Sequence[StepIds], batch_size: int) -> list[list[int]]:
+    """The problems of each forward, by `score_steps`' rule: whole problems in order, as many as keep the batch
+    within `batch_size` solutions (a larger problem alone). A problem none of whose steps fit max_length needs no
+    forward and is left out, so that every batch runs one (a prepared FSDP model needs the same count everywhere)."""
+    plan: list[list[int]] = []
+    size = 0
+    for p, e in enumerate(encoded):
+        if not any(e.group.step_ends):
+            continue
+        n = len(e.group.response_ids)
+        if not plan or size + n > batch_size:
+            plan.append([])
+            size = 0
+        plan[-1].append(p)
+        size += n
+    return plan
+
+
+@torch.no_grad()
+def score_step_problems(
+    model: torch.nn.Module, encoded: Sequence[StepIds], layout: Layout, batch_size: int, accelerator: Accelerator
+) -> list[list[list[float]]]:
+    """Per problem, per solution, the head's output at each of its kept steps (`step_outputs`' values), every batch
+    run on one process, all of them on every process; the model's mode is restored."""
+    first = np.cumsum([0] + [len(e.group.response_ids) for e in encoded])  # each problem's first solution unit
+    plan = step_plan(encoded, batch_size)
+    mine, real = deal_rounds(plan, accelerator.process_index, accelerator.num_processes, plan[0] if plan else [])
+    device, seen = accelerator.device, 0
+    parts: dict[str, list[torch.Tensor]] = {"groups": [], "steps": [], "step_value": []}
+    was_training = model.training
+    model.eval()
+    quiet = not accelerator.is_main_process or len(plan) < 2
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    try:
+        for k, batch in enumerate(
+            tqdm(mine, "steps", leave=False, unit="batches", disable=quiet, mininterval=interval)
+        ):
+            outputs = step_outputs(model, layout, device, [encoded[p] for p in batch])
+            if k >= real:  # a filler: its values are kept from its own batch, on another process
+                continue
+            solutions = [values for per_problem in outputs for values in per_problem]
+            units = [int(first[p]) + s for p in batch for s in range(len(encoded[p].group.response_ids))]
+            copy = copy_tags(accelerator, seen, len(units), device)
+            seen += len(units)
+            rows = [(tag, j) for tag, values in zip(copy.tolist(), solutions, strict=True) for j in range(len(values))]
+            flat = [v for values in solutions for v in values]
+            parts["groups"].append(torch.stack([torch.tensor(units, device=device), copy], 1))
+            parts["steps"].append(torch.tensor(rows, dtype=torch.long, device=device).reshape(-1, 2))
+            parts["step_value"].append(torch.tensor(flat, dtype=torch.float64, device=device))
+    finally:
+        model.train(was_training)
+    empty = {"groups": torch.empty((0, 2), dtype=torch.long), "steps": torch.empty((0, 2), dtype=torch.long)}
+    local = {k: torch.cat(v) if v else empty.get(k, torch.empty(0, dtype=torch.float64)) for k, v in parts.items()}
+    kept = gather_once(accelerator, {k: v.to(device) for k, v in local.items()}, {"steps": ("step_value",)})
+    planned = sorted(int(first[p]) + s for b in plan for p in b for s in range(len(encoded[p].group.response_ids)))
+    if kept["groups"][:, 0].tolist() != planned:  # each planned solution exactly once, or the numbers are wrong
+        raise RuntimeError(f"gathered {len(kept['groups'])} solutions for {len(planned)}")
+    return placed_steps(encoded, first, kept)
+
+
+def placed_steps(encoded: Sequence[StepIds], first: np.ndarray, kept: dict[str, torch.Tensor]) -> list:
+    """`score_step_problems`' result from the gathered units: each step's value at its solution and position (a
+    solution not scored, none of its steps kept, gets [])."""
+    out = [[[float("nan")] * len(ends) for ends in e.group.step_ends] for e in encoded]
+    units = kept["groups"][:, 0].numpy()
+    for (row, position), value in zip(kept["steps"].tolist(), kept["step_value"].tolist(), strict=True):
+        p = int(np.searchsorted(first, units[row], side="right")) - 1
+        out[p][int(units[row] - first[p])][position] = value
+    return out

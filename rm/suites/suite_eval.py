@@ -8,6 +8,9 @@ adds `suite`: the leaderboard's section scores and overall figure, computed by t
 (rm/suites/suite_intervals.py), what always picking the shortest or the longest answer scores by the same rules
 (rm/suites/suite_length.py), and how the texts were formatted. Every response is
 scored (rm/suites/score_items.py): cut to fit `max_length` where it must be, never dropped.
+
+ProcessBench judges a PRM's step scores, not pairs: `evaluate_suite` hands it to rm/suites/steps/bench_eval.py,
+which writes its own eval.json (`suite` and `eval` only), report.md and step_scores.jsonl.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from rm.model.pretrained import default_max_length, load_reward_model
 from rm.suites.catalog import Suite, formatting, get_suite, load_items, load_prior_sets
 from rm.suites.records import SuiteItem
 from rm.suites.score_items import encode_items, score_all
+from rm.suites.steps.bench_eval import evaluate_bench
+from rm.suites.steps.bench_records import NAME as BENCH
 from rm.suites.suite_intervals import suite_uncertainty
 from rm.suites.suite_length import length_controls
 
@@ -53,6 +58,9 @@ class SuiteData:
     """auto (the model's chat template where it has one, else HH text), tokenizer or hh (data.chat_template)."""
     prior_sets: str = ""
     """RewardBench only: allenai/preference-test-sets (one split per subset) or a copy, for the Prior Sets figure."""
+    step_separator: str = ""
+    """ProcessBench only: the text after the problem and after each step; empty: the model's (`rm_step_separator`
+    in its config), else rm's default, a blank line."""
 
 
 def suite_scores(suite: Suite, items: list[SuiteItem], rewards: list[np.ndarray], prior=None) -> dict:
@@ -77,7 +85,9 @@ def evaluate_suite(
     """Score the suite's records with `model` on every process; the main process writes eval.json (with its
     `suite` block), report.md, rewards.jsonl and the plots into `out` and returns eval.json's dict, the others {}.
     `loaded`: the (model, tokenizer) `rm eval` loaded from the folder `model` (rm/scoring/inference.py); None:
-    loaded here."""
+    loaded here. ProcessBench, a suite of steps rather than pairs, writes its own files (rm/suites/steps/)."""
+    if suite_name == BENCH:
+        return evaluate_bench(model, data, out, options, loaded)
     run = score_suite(model, suite_name, data, options, loaded)
     if run is None:
         return {}

@@ -28,6 +28,9 @@ from rm.evaluation.score_file import default_layout
 from rm.suites.catalog import Suite, get_suite, load_items
 from rm.suites.records import SuiteItem
 from rm.suites.score_items import EncodedItems, encode_items, score_all
+from rm.suites.steps.bench_eval import BenchSuite
+from rm.suites.steps.bench_records import NAME as BENCH
+from rm.suites.steps.bench_records import load_bench
 
 log = logging.getLogger("rm")
 
@@ -48,8 +51,11 @@ class SuiteEvals:
         self.mode = "a" if cfg.train.resume else "w"  # a fresh run starts suites.jsonl anew, a resumed one goes on
         self.last: dict[str, dict] = {}  # {name: {step, score, sections}}: eval.json's `suites`, a sweep's objective
         renderer = Renderer(tokenizer, cfg.data.chat_template)  # rendered as the run renders its own data
-        self.loaded = []
+        self.loaded: list[Loaded | BenchSuite] = []
         for s in cfg.train.eval_suites:
+            if s.suite == BENCH:
+                self.loaded.append(bench_suite(cfg, s.data, s.split, tokenizer, accelerator))
+                continue
             suite = get_suite(s.suite)
             items = load_items(suite, s.data, s.split, renderer, DataReport("error"))
             self.loaded.append(Loaded(suite, items, encode_items(items, tokenizer, cfg.collator.max_length)))
@@ -64,8 +70,7 @@ class SuiteEvals:
             self.layout = default_layout(self.accelerator.unwrap_model(model), self.pad)
         metrics: dict[str, float] = {}
         for one in self.loaded:
-            flat = score_all(model, one.encoded.groups, self.layout, self.cfg.train.eval_batch_size, self.accelerator)
-            block = one.suite.block(one.items, one.encoded.item_rewards(flat))
+            block = self.block(one, model)
             metrics |= suite_metrics(block)
             self.last[block["name"]] = {"step": step, "score": block["score"], "sections": block["sections"]}
             if self.accelerator.is_main_process:
@@ -77,6 +82,27 @@ class SuiteEvals:
                          {k: _round(v) for k, v in block["sections"].items()})  # fmt: skip
         self.accelerator.log(metrics, step=step)
         return metrics
+
+    def block(self, one: Loaded | BenchSuite, model: torch.nn.Module) -> dict:
+        """One suite's numbers for the model as it is now."""
+        size = self.cfg.train.eval_batch_size
+        if isinstance(one, BenchSuite):  # step scores are read from the reward model itself, not its DDP wrapper
+            return one.block(self.accelerator.unwrap_model(model), self.layout, size, self.accelerator)
+        flat = score_all(model, one.encoded.groups, self.layout, size, self.accelerator)
+        return one.suite.block(one.items, one.encoded.item_rewards(flat))
+
+
+def bench_suite(
+    cfg: RunConfig, source: str, split: str, tokenizer: PreTrainedTokenizerBase, accelerator: Accelerator
+) -> BenchSuite:
+    """ProcessBench's items encoded as the run encodes its steps (data.step_separator, collator.max_length)."""
+    bench = BenchSuite(load_bench(source, split, None, DataReport("error")), tokenizer, cfg.collator.max_length,
+                       cfg.data.step_separator)  # fmt: skip
+    log.info("suite %s: %d items, %d steps (%d items cut to fit collator.max_length: left out)", BENCH,
+             len(bench.items), sum(len(i.steps) for i in bench.items), sum(c > 0 for c in bench.cut))  # fmt: skip
+    for note in bench.notes if accelerator.is_main_process else []:
+        log.warning("suite %s: %s", BENCH, note)
+    return bench
 
 
 def suite_metrics(block: dict) -> dict[str, float]:

@@ -179,6 +179,17 @@ def suite(ctx: Context) -> None:
            SOURCES["rewardbench2"], "--out", ctx.run, "--batch-size", "3", "--bootstrap-samples", "10")  # fmt: skip
 
 
+# tests/suites/test_processbench_processes.py
+
+
+@scenario(2, 3)
+def processbench(ctx: Context) -> None:
+    from test_processbench_processes import BENCH
+
+    rm_cli("eval", "--model", ctx.inputs["exported_tiny"], "--suite", "processbench", "--data", str(BENCH),
+           "--out", ctx.run, "--batch-size", "2", "--max-length", "512")  # fmt: skip
+
+
 # tests/model/test_wrapped_distributed.py
 
 
