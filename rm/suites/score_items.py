@@ -19,9 +19,11 @@ each solution a unit whose steps ride along as a linked table.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,10 +34,13 @@ from transformers import PreTrainedTokenizerBase
 from rm.collate.scoring import Batch, Layout, batches, responses
 from rm.collate.shard import deal_rounds
 from rm.errors import DataError, RecordError
+from rm.evaluation.eval_report import EvalOptions
 from rm.evaluation.gather import copy_tags, gather_once
 from rm.evaluation.record_texts import GROUP_KEY, ScoreText
 from rm.evaluation.score_file import encode_texts
 from rm.evaluation.steps.step_scoring import step_outputs
+from rm.model.build import check_positions
+from rm.model.pretrained import default_max_length, load_reward_model
 from rm.suites.records import SuiteItem
 from rm.tokens.steps.step_tokens import StepIds
 from rm.tokens.store import EncodedGroup
@@ -62,6 +67,39 @@ class EncodedItems:
     def item_rewards(self, rewards: np.ndarray) -> list[np.ndarray]:
         """Per item, its responses' rewards in its order (a repeated response gets its twin's)."""
         return [rewards[s] for s in self.slots]
+
+
+@contextlib.contextmanager
+def scoring(model: torch.nn.Module) -> Iterator[None]:
+    """`model` in eval mode for the block, its own mode back after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def progress(mine: list, desc: str, planned: int, accelerator: Accelerator) -> tqdm:
+    """This process's batches behind a bar on the main process when there are two or more (redrawn every 10 s
+    into a log file)."""
+    quiet = not accelerator.is_main_process or planned < 2
+    interval = 0.1 if sys.stderr.isatty() else 10.0
+    return tqdm(mine, desc, leave=False, unit="batches", disable=quiet, mininterval=interval)
+
+
+def suite_model(
+    model: str, options: EvalOptions, loaded: tuple | None, accelerator: Accelerator
+) -> tuple[Any, Any, int]:
+    """(reward model on this process's device, tokenizer, max_length) of a suite run: `loaded` as `rm eval` loaded
+    them, or loaded here; max_length the caller's, else the model's, checked against its positions."""
+    reward_model, tokenizer = loaded or load_reward_model(
+        model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
+    )
+    reward_model.to(accelerator.device)
+    max_length = options.max_length or default_max_length(model, reward_model)
+    check_positions(max_length, reward_model.hf.config, "--max-length", model)
+    return reward_model, tokenizer, max_length
 
 
 def encode_items(items: list[SuiteItem], tokenizer: PreTrainedTokenizerBase, max_length: int) -> EncodedItems:
@@ -96,14 +134,8 @@ def score_all(
     )
     device, seen = accelerator.device, 0
     parts: dict[str, list[torch.Tensor]] = {"groups": [], "responses": [], "reward": []}
-    was_training = model.training
-    model.eval()
-    quiet = not accelerator.is_main_process or len(plan) < 2
-    interval = 0.1 if sys.stderr.isatty() else 10.0
-    try:
-        for k, batch in enumerate(
-            tqdm(mine, "suite", leave=False, unit="batches", disable=quiet, mininterval=interval)
-        ):
+    with scoring(model):
+        for k, batch in enumerate(progress(mine, "suite", len(plan), accelerator)):
             tensors = {name: v.to(device) for name, v in layout.collate(batch.groups).items()}
             rewards = layout.rewards(model, tensors).detach().double()
             if k < real:  # a filler's rewards are dropped: its batch is scored, and kept, on another process
@@ -112,8 +144,6 @@ def score_all(
                 parts["groups"].append(torch.stack([torch.tensor(batch.rows, device=device), copy], 1))
                 parts["responses"].append(copy[:, None])
                 parts["reward"].append(rewards)
-    finally:
-        model.train(was_training)
     empty = {"groups": torch.empty((0, 2), dtype=torch.long), "responses": torch.empty((0, 1), dtype=torch.long)}
     local = {k: torch.cat(v) if v else empty.get(k, torch.empty(0, dtype=torch.float64)) for k, v in parts.items()}
     kept = gather_once(accelerator, {k: v.to(device) for k, v in local.items()}, {"responses": ("reward",)})
@@ -154,14 +184,8 @@ def score_step_problems(
     mine, real = deal_rounds(plan, accelerator.process_index, accelerator.num_processes, plan[0] if plan else [])
     device, seen = accelerator.device, 0
     parts: dict[str, list[torch.Tensor]] = {"groups": [], "steps": [], "step_value": []}
-    was_training = model.training
-    model.eval()
-    quiet = not accelerator.is_main_process or len(plan) < 2
-    interval = 0.1 if sys.stderr.isatty() else 10.0
-    try:
-        for k, batch in enumerate(
-            tqdm(mine, "steps", leave=False, unit="batches", disable=quiet, mininterval=interval)
-        ):
+    with scoring(model):
+        for k, batch in enumerate(progress(mine, "steps", len(plan), accelerator)):
             outputs = step_outputs(model, layout, device, [encoded[p] for p in batch])
             if k >= real:  # a filler: its values are kept from its own batch, on another process
                 continue
@@ -174,8 +198,6 @@ def score_step_problems(
             parts["groups"].append(torch.stack([torch.tensor(units, device=device), copy], 1))
             parts["steps"].append(torch.tensor(rows, dtype=torch.long, device=device).reshape(-1, 2))
             parts["step_value"].append(torch.tensor(flat, dtype=torch.float64, device=device))
-    finally:
-        model.train(was_training)
     empty = {"groups": torch.empty((0, 2), dtype=torch.long), "steps": torch.empty((0, 2), dtype=torch.long)}
     local = {k: torch.cat(v) if v else empty.get(k, torch.empty(0, dtype=torch.float64)) for k, v in parts.items()}
     kept = gather_once(accelerator, {k: v.to(device) for k, v in local.items()}, {"steps": ("step_value",)})

@@ -31,11 +31,9 @@ from rm.evaluation.eval_result import build_result
 from rm.evaluation.gather import shut_down
 from rm.evaluation.report.markdown import has_groups
 from rm.evaluation.score_file import default_layout
-from rm.model.build import check_positions
-from rm.model.pretrained import default_max_length, load_reward_model
 from rm.suites.catalog import Suite, formatting, get_suite, load_items, load_prior_sets
 from rm.suites.records import SuiteItem
-from rm.suites.score_items import encode_items, score_all
+from rm.suites.score_items import encode_items, score_all, suite_model
 from rm.suites.steps.bench_eval import evaluate_bench
 from rm.suites.steps.bench_records import NAME as BENCH
 from rm.suites.suite_intervals import suite_uncertainty
@@ -102,12 +100,7 @@ def score_suite(
     started = time.perf_counter()
     suite = get_suite(suite_name)
     accelerator = Accelerator()
-    reward_model, tokenizer = loaded or load_reward_model(
-        model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
-    )
-    reward_model.to(accelerator.device)
-    max_length = options.max_length or default_max_length(model, reward_model)
-    check_positions(max_length, reward_model.hf.config, "--max-length", model)
+    reward_model, tokenizer, max_length = suite_model(model, options, loaded, accelerator)
     report = DataReport(data.on_bad_record)
     renderer = Renderer(tokenizer, data.chat_template)
     items = load_items(suite, data.source, data.split, renderer, report, data.subsets)

@@ -37,9 +37,7 @@ from rm.evaluation.eval_report import EvalOptions
 from rm.evaluation.gather import shut_down
 from rm.evaluation.score_file import default_layout
 from rm.evaluation.steps.step_scoring import probability
-from rm.model.build import check_positions
-from rm.model.pretrained import default_max_length, load_reward_model
-from rm.suites.score_items import score_step_problems
+from rm.suites.score_items import score_step_problems, suite_model
 from rm.suites.steps.bench_block import bench_block, bench_markdown, data_notes, prediction
 from rm.suites.steps.bench_records import HUB, NAME, BenchItem, load_bench, split_names
 from rm.tokens.steps.step_tokens import StepIds, encode_steps, model_separator
@@ -119,12 +117,7 @@ def score_bench(model: str, data: BenchData, options: EvalOptions, loaded: tuple
     (model, tokenizer) `rm eval` loaded (rm/scoring/inference.py); None: loaded here."""
     started = time.perf_counter()
     accelerator = Accelerator()
-    reward_model, tokenizer = loaded or load_reward_model(
-        model, options.dtype, options.trust_remote_code, num_threads=options.num_threads
-    )
-    reward_model.to(accelerator.device)
-    max_length = options.max_length or default_max_length(model, reward_model)
-    check_positions(max_length, reward_model.hf.config, "--max-length", model)
+    reward_model, tokenizer, max_length = suite_model(model, options, loaded, accelerator)
     report = DataReport(data.on_bad_record)
     items = load_bench(data.source, data.split, data.subsets, report)
     separator = data.step_separator or model_separator(reward_model.hf.config)
