@@ -232,7 +232,10 @@ class TrainConfig:
     log_steps: int = 10
     """Log loss and learning rate every this many optimizer steps."""
     seed: int = 42
-    """Seed of model init, shuffling and dropout."""
+    """Seed of model init and dropout, and of shuffling unless `data_seed` is set."""
+    data_seed: int | None = None
+    """Seed of the training data's order alone (null: `seed`'s): members of a merge or an ensemble fine-tuned from one
+    initialization with different orders keep one `seed` and differ here."""
     mixed_precision: str = ""
     """no, bf16, fp16, or auto (bf16 where the GPU has it, else no); empty keeps what `accelerate launch` chose."""
     report_to: list[str] | str = field(default_factory=lambda: ["tensorboard"])

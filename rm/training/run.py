@@ -205,7 +205,7 @@ def set_up(
         batch_size=t.batch_size,
         max_tokens=c.max_tokens,
         shuffle=True,
-        seed=t.seed,
+        seed=t.seed if t.data_seed is None else t.data_seed,
         group_pairs=c.group_pairs,
         pack_length=c.pack_length,
         group_by_length=c.group_by_length,
