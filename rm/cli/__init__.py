@@ -14,12 +14,12 @@ import importlib
 import os
 import sys
 
-from rm.cli import data, evaluate, export, redteam, score, serve, sweep, train
+from rm.cli import data, evaluate, export, merge, redteam, score, serve, sweep, train
 from rm.cli.examples import EXAMPLES, epilog
 from rm.data.hub_reach import fail_fast
 from rm.errors import ConfigError, RMError, TrainingError
 
-COMMANDS = (train, sweep, data, export, evaluate, score, redteam, serve)
+COMMANDS = (train, sweep, data, export, merge, evaluate, score, redteam, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m rm", description=__doc__.splitlines()[0], epilog=epilog(""), formatter_class=raw
     )
     # The metavar lists the commands a person uses; the hidden `sweep-trial` (a sweep's child) stays out.
-    commands = "{train,sweep,data,export,eval,score,redteam,serve}"
+    commands = "{train,sweep,data,export,merge,eval,score,redteam,serve}"
     sub = parser.add_subparsers(dest="command", required=True, metavar=commands)
     for command in COMMANDS:
         command.add(sub)

@@ -32,6 +32,10 @@ EXAMPLES: dict[str, list[str]] = {
         "python -m rm export runs/quickstart/checkpoints/step-100 --out /tmp/rm-100 --eval",
         "python -m rm export runs/quickstart --out /tmp/rm-hub --push-to-hub me/my-rm --private",
     ],
+    "merge": [
+        "python -m rm merge runs/m1 runs/m2 runs/m3 --out /tmp/rm-merged",
+        "python -m rm merge runs/m1/export runs/m2/export --weights 0.7 0.3 --out /tmp/rm-merged --overwrite",
+    ],
     "eval": [
         "python -m rm eval --model runs/quickstart/export --data runs/quickstart/data --out runs/qs-eval",
         "python -m rm eval --model runs/hh-harmless-tiny/export --on-bad-record skip "

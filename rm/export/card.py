@@ -20,6 +20,7 @@ from rm.config.rundir import with_paths
 from rm.data.data_report import shown_path
 from rm.export.card_eval import eval_section
 from rm.export.length_output import length_outputs_section
+from rm.export.merging.merge_card import merged_section
 from rm.export.objective_text import batch_unit, grouped, method, objective_rows, run_report
 from rm.export.objective_text import tags as objective_tags
 from rm.export.outputs import outputs_section
@@ -66,6 +67,8 @@ class CardFacts:
     """The length head's output is kept, last (`rm export --with-length-head`: rm/export/length_output.py)."""
     step_separator: str = ""
     """A process reward model's step separator (its card: rm/export/steps/step_card.py); "" for a reward model."""
+    members: list | None = None
+    """A merge's members (rm/scoring/weight_average.py's `MergedMember`s); None for one run's weights."""
 
 
 def is_hub_id(name: str) -> bool:
@@ -111,6 +114,8 @@ def front_matter(cfg: RunConfig, facts: CardFacts) -> str:
 
 
 def weights_line(facts: CardFacts) -> str:
+    if facts.members:
+        return f"the weights of {len(facts.members)} reward models averaged (see 'Merged from')"
     if facts.step is not None and facts.step == facts.final_step:
         return f"the final weights of the run, after {facts.step} optimizer steps"
     if facts.step is None:
@@ -270,6 +275,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
             else outputs_section(names, facts.dropped, facts.sigma, cfg.model.head.reward_from_attributes)
         )
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
+        + merged_section(facts)
         + f"{tokenization_section(facts)}\n"
         f"{normalization_section(facts)}\n"
         f"{training_section(cfg, facts)}"

@@ -136,6 +136,8 @@ class ExportOptions:
     """Keep a length head's output too, last and named `length` (rm/export/length_output.py); else the reward alone."""
     step_separator: str = ""
     """A process reward model's (stepwise data): exported as its token classifier, rm/export/steps/token_export.py."""
+    members: list | None = None
+    """A merge's members (rm/scoring/weight_average.py: name, weight, distance, accuracy), listed on its card."""
 
 
 def export_model(
@@ -209,6 +211,7 @@ def export_model(
         davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
         vocab_size=len(tokenizer),
         step_separator=options.step_separator,
+        members=options.members,
     )
 
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,1 @@
+"""What a merged export's card says of its members."""

@@ -1,0 +1,113 @@
+"""`rm merge` (rm/scoring/weight_average.py): reward models fine-tuned from one initialization averaged into one export.
+
+The acceptance run: a base model trained on pairs that a marker word decides (rm/data/length_pairs.py, length
+balanced), a quarter of the training labels flipped; three members fine-tuned from its export with different data
+orders (`train.data_seed`) long enough to fit the flipped labels; their average is held-out at least as accurate as
+their mean and within one standard error of the best (WARM's claim: averaging does not keep what one member
+memorised). Then the cheaper checks: the merge is a plain transformers model `rm score` reads alike, identical
+members merge to themselves, and members of other initializations are refused."""
+
+import json
+import math
+import random
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+import rm
+from conftest import QUICKSTART, TINY
+from rm.config import load_config
+from rm.data.length_pairs import pairs
+from rm.data.synthetic import write_jsonl_gz
+from rm.errors import ConfigError
+from rm.scoring.weight_average import merge_models
+from rm.training.run import main
+
+MARKER_RUN = [
+    "model.random_init.hidden_size=64", "model.random_init.intermediate_size=128",
+    "model.random_init.num_hidden_layers=2", "tokenizer.vocab_size=300", "train.batch_size=16", "train.eval_steps=0",
+    "train.report_to=[]", "train.num_threads=1",
+]  # fmt: skip
+
+
+def marker_data(root, n_train: int = 600, n_test: int = 1000, flip: float = 0.25):
+    """Marker pairs in the hh-rlhf layout, `flip` of the training labels swapped (seeded)."""
+    rng, train = random.Random(5), pairs(n_train, 0, 0.5)
+    for record in train:
+        if rng.random() < flip:
+            record["chosen"], record["rejected"] = record["rejected"], record["chosen"]
+    (root / "marker").mkdir(parents=True)
+    write_jsonl_gz(root / "marker" / "train.jsonl.gz", train)
+    write_jsonl_gz(root / "marker" / "test.jsonl.gz", pairs(n_test, 1, 0.5))
+    return root
+
+
+def se(p: float, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.slow
+def test_the_average_of_three_members_is_as_good_as_their_mean(tmp_path):
+    data = marker_data(tmp_path / "data")
+    common = [*MARKER_RUN, f"data.source={data}"]
+    main(load_config(QUICKSTART, [*common, "train.lr=3e-3", "train.max_steps=100", f"output_dir={tmp_path / 'base'}"]))
+    members = []
+    for i in (1, 2, 3):
+        run = [*common, "train.lr=1e-3", "train.max_steps=400", f"model.name_or_path={tmp_path / 'base' / 'export'}"]
+        result = main(load_config(QUICKSTART, [*run, f"train.data_seed={i}", f"output_dir={tmp_path / f'm{i}'}"]))
+        members.append(result["overall"]["accuracy"])
+    out = merge_models([str(tmp_path / f"m{i}") for i in (1, 2, 3)], tmp_path / "merged")
+    merged = json.loads((out / "eval.json").read_text())["overall"]
+    mean, best, n = sum(members) / 3, max(members), merged["n"]
+    print(f"members {members}, mean {mean:.4f}, merged {merged['accuracy']:.4f}, n {n}")
+    assert n == 1000
+    assert merged["accuracy"] >= mean and merged["accuracy"] >= best - se(best, n)
+    card = (out / "README.md").read_text()
+    assert "## Merged from" in card and card.count("| 0.3333 |") == 3
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """Two short runs from one random init (train.seed 7) in other data orders, and one from another init."""
+    root = tmp_path_factory.mktemp("merge-runs")
+    short = [*TINY, "train.max_steps=6", "train.eval_steps=0", "train.seed=7"]
+    for name, extra in (("a", "train.data_seed=1"), ("b", "train.data_seed=2"), ("other", "train.seed=8")):
+        seed = [extra] if extra.startswith("train.data_seed") else [extra]
+        main(load_config(QUICKSTART, [*short, *seed, f"output_dir={root / name}"]))
+    return root
+
+
+def test_a_merge_is_a_plain_transformers_model_that_rm_score_reads_alike(tiny_runs, tmp_path):
+    out = merge_models([str(tiny_runs / "a"), str(tiny_runs / "b")], tmp_path / "merged", weights=[3, 1])
+    a, b = (load_file(tiny_runs / n / "export" / "model.safetensors") for n in ("a", "b"))
+    got = load_file(out / "model.safetensors")
+    assert got.keys() == a.keys()
+    assert all(torch.allclose(got[k], 0.75 * a[k] + 0.25 * b[k], atol=1e-6) for k in got)
+    texts = ["\n\nHuman: What is 2 + 3?\n\nAssistant: 5.", "\n\nHuman: Hi\n\nAssistant: Go away."]
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    with torch.no_grad():
+        plain = model(**tokenizer(texts, return_tensors="pt", padding=True)).logits[:, 0].tolist()
+    assert rm.load(str(out)).score(texts) == pytest.approx(plain, abs=1e-5)
+
+
+def test_identical_members_merge_to_themselves(tiny_runs, tmp_path):
+    runs = [str(tiny_runs / "a")] * 3
+    out = merge_models(runs, tmp_path / "same", evaluate=False)
+    a, got = load_file(tiny_runs / "a" / "export" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert max((got[k] - a[k]).abs().max().item() for k in a) <= 1e-6
+
+
+def test_a_member_of_another_initialization_is_refused(tiny_runs, tmp_path):
+    with pytest.raises(ConfigError, match=r"differ in their initialization.*train.seed"):
+        merge_models([str(tiny_runs / "a"), str(tiny_runs / "other")], tmp_path / "x", evaluate=False)
+    # the same recorded start but weights from elsewhere: the distance check refuses it
+    forged = tmp_path / "forged"
+    shutil.copytree(tiny_runs / "a" / "export", forged)
+    save_file(load_file(tiny_runs / "other" / "export" / "model.safetensors"), forged / "model.safetensors")
+    with pytest.raises(ConfigError, match=r"is 0\.9\d+ \(relative\) from the average, above --max-distance 0.5"):
+        merge_models([str(tiny_runs / "a"), str(forged)], tmp_path / "y", evaluate=False)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
