@@ -66,6 +66,17 @@ class PruningConfig:
 
 
 @dataclass
+class MergeConfig:
+    """Averaging the best trials into one model once the sweep ends (`rm merge`, rm/scoring/weight_average.py)."""
+
+    top_k: int = 0
+    """Merge the this-many best finished trials into <sweep_dir>/merged (0: none). Trials must share their start
+    (one train.seed: sweep hyperparameters or train.data_seed) and export (export.enabled: true)."""
+    max_distance: float = 0.5
+    """A trial further than this from the average is refused, as `rm merge --max-distance`."""
+
+
+@dataclass
 class SweepConfig:
     """One sweep. Every key can be set in the sweep YAML or as `key=value` after the file on the command line."""
 
@@ -101,6 +112,8 @@ class SweepConfig:
     """When weak trials stop early."""
     space: dict[str, ParamSpec] = field(default_factory=dict)
     """The search space: dotted run-config key -> a list of values, or {low, high[, log, type, step]}."""
+    merge: MergeConfig = field(default_factory=MergeConfig)
+    """Averaging the best trials into one model at the end (WARM)."""
 
 
 CHOICES: dict[str, tuple[str, ...]] = {

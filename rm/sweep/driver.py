@@ -41,7 +41,7 @@ from rm.sweep.study import (
     trial_overrides,
 )
 from rm.sweep.sweep_metric import shown_metrics
-from rm.sweep.sweep_report import METRICS, write_reports
+from rm.sweep.sweep_report import METRICS, merge_best, write_reports
 from rm.sweep.trial import run_child, run_command, run_in_process, show
 
 
@@ -192,6 +192,8 @@ def run(sweep: Sweep, worker: bool = False) -> int:
     paths = write_reports(study, sweep)
     print("\n" + paths["md"].read_text())
     print("written: " + ", ".join(str(p) for p in paths.values()))
+    if (merged := merge_best(study, sweep)) is not None:
+        print(f"merged the {sweep.cfg.merge.top_k} best trials into {merged}")
     return 0
 
 

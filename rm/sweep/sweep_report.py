@@ -19,6 +19,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from rm.config import load_config, to_dict
 from rm.config.atomic import write_bytes, write_text
+from rm.errors import ConfigError
+from rm.scoring.weight_average import merge_models
 from rm.sweep.config import direction, objective_name
 from rm.sweep.study import RETRY_OF, Sweep, kept_trials, trial_overrides
 from rm.sweep.trial import PRUNED_AT
@@ -196,3 +198,16 @@ def write_reports(study: optuna.Study, sweep: Sweep) -> dict[str, Path]:
     paths["plot"] = sweep.dir / "objective.png"
     plot(study, sweep, paths["plot"])
     return paths
+
+
+def merge_best(study: optuna.Study, sweep: Sweep) -> Path | None:
+    """The `merge.top_k` best finished trials averaged into <sweep_dir>/merged (`rm merge`), or None when the sweep
+    merges none; fewer finished trials than asked is one line saying so."""
+    k = sweep.cfg.merge.top_k
+    if not k:
+        return None
+    done = [t for t in ordered(study, direction(sweep.cfg) == "maximize") if t.state == TrialState.COMPLETE][:k]
+    if len(done) < max(k, 2):
+        raise ConfigError(f"merge.top_k={k}: the sweep has {len(done)} finished trials; merge needs {max(k, 2)}")
+    runs = [t.user_attrs.get("output_dir") or str(sweep.dir / "trials" / f"{t.number:04d}") for t in done]
+    return merge_models(runs, sweep.dir / "merged", max_distance=sweep.cfg.merge.max_distance, overwrite=True)
