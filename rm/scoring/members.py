@@ -9,8 +9,8 @@ A member is anything `load` reads (rm/scoring/inference.py). What is compared (`
 - outputs: the names of the outputs beside the reward (attributes), and a process reward model's step separator;
 - init: where training started, read from the run config rm keeps beside the weights: `model.name_or_path` (a
   pretrained model or an rm export) or `model.random_init`, with `train.seed`, which seeds a random backbone and a
-  fresh head alike. A member with no run config (a folder rm did not write) has no known init; `rm merge` then
-  relies on its weight-distance check alone (rm/scoring/merge.py).
+  fresh head alike. A member with no run config (a folder rm did not write) has no known init: `rm merge` refuses
+  it (rm/scoring/weight_average.py), and an ensemble, whose members need not share one, does not ask.
 """
 
 from __future__ import annotations
