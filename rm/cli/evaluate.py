@@ -24,6 +24,10 @@ SUITES = ["rewardbench", "rewardbench2", "rm-bench", "processbench"]
 class EvalFlags(ThreadFlags, DataFlags, ModelFlags):
     """`rm eval`'s options: the model's and the data's (rm/cli/options.py), then these."""
 
+    model: list[str] = option([], required=True, nargs="+", action="extend")
+    """reward model: an export folder, a run directory with an export, or a Hub name; several (--model A B C): an
+    ensemble, each member scored as one model is and their rewards averaged per response (eval.json's top-level
+    numbers are the mean's; its `ensemble` block has each member's, the conservative reward's and the uncertainty's)"""
     data: str | None = option(None)
     """pairs or groups: a file (.jsonl[.gz], .json[.gz], .csv[.gz], .parquet), an hh-rlhf-style directory or a
     Hub name (required without --suite; with it, default: the suite's Hub dataset)"""
@@ -52,6 +56,10 @@ class EvalFlags(ThreadFlags, DataFlags, ModelFlags):
     """bootstrap resamples for the intervals"""
     seed: int = option(0)
     """bootstrap seed"""
+    merged: str = option("", metavar="MODEL")
+    """with several --model: a merged model of them (rm merge), scored beside them in eval.json's `ensemble`"""
+    uncertainty_k: float = option(1.0)
+    """with several --model: the conservative reward is the members' mean - K x their std (per response)"""
 
 
 def add(sub) -> None:
@@ -70,16 +78,19 @@ def add(sub) -> None:
 
 def settle_eval(args: argparse.Namespace) -> EvalFlags:
     """The options the flags and key=value overrides give; `data.KEY=VALUE` joins --set, as in a run config.
-    `--subsets a b` takes every word after it, so a `key=value` there (no subset name has "=") is an override."""
+    `--model A B` and `--subsets a b` take every word after them, so a `key=value` there (no model or subset name
+    has "=") is an override."""
     from dataclasses import replace
 
     from rm.config.flags import settle
 
-    settings = [*(s for s in args.subsets if "=" in s), *args.settings]
+    settings = [*(s for s in [*args.model, *args.subsets] if "=" in s), *args.settings]
     data = [s.removeprefix("data.") for s in settings if s.startswith("data.")]
     rest = [s for s in settings if not s.startswith("data.")]
     subsets = [s for s in args.subsets if "=" not in s]
-    flags = settle(argparse.Namespace(**{**vars(args), "settings": rest, "subsets": subsets}), EvalFlags)
+    models = [m for m in args.model if "=" not in m]
+    given = {**vars(args), "settings": rest, "subsets": subsets, "model": models}
+    flags = settle(argparse.Namespace(**given), EvalFlags)
     return replace(flags, overrides=[*flags.overrides, *data])
 
 
@@ -103,7 +114,8 @@ def eval_data(args: argparse.Namespace | EvalFlags) -> DataConfig:
     )
     if args.eval_fraction:
         said = any(o.split("=", 1)[0].strip() == "split_version" for o in args.overrides)
-        version = cfg.split_version if said else trained_split_version(args.model, cfg.split_version)
+        first = args.model[0]  # an ensemble's members were trained on one split
+        version = cfg.split_version if said else trained_split_version(first, cfg.split_version)
         return replace(cfg, train_split=split, eval_split="", eval_fraction=args.eval_fraction, split_version=version)
     return replace(cfg, eval_split=split)
 
@@ -154,31 +166,31 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rm.errors import ConfigError
+    from rm.evaluation.ensemble.ensemble_text import ensemble_lines
     from rm.evaluation.eval_report import EvalOptions, evaluate_model
     from rm.evaluation.report.markdown import format_table
 
     args = settle_eval(args)
-    options = EvalOptions(
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        samples=args.bootstrap_samples,
-        seed=args.seed,
-        dtype=args.dtype,
-        trust_remote_code=args.trust_remote_code,
-        num_threads=args.num_threads,
-    )
+    options = EvalOptions(batch_size=args.batch_size, max_length=args.max_length, samples=args.bootstrap_samples,
+                          seed=args.seed, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
+                          num_threads=args.num_threads)  # fmt: skip
+    several = len(args.model) > 1 or bool(args.merged)
     if args.suite:
         from rm.suites.suite_eval import evaluate_suite
 
+        if several:
+            raise ConfigError("--suite scores one model: give one --model (an ensemble is scored on --data)")
         data = suite_data(args)
-        folder, loaded = load_export(args)
-        result = evaluate_suite(folder, args.suite, data, args.out, options, loaded)
+        loaded = load_model(args, args.model[0])
+        result = evaluate_suite(loaded.folder, args.suite, data, args.out, options, (loaded.model, loaded.tokenizer))
     elif not args.data:
         raise ConfigError("--data is required (or name a --suite, which reads its published dataset)")
+    elif several:
+        result = evaluate_several(args, options)
     else:
         data = eval_data(args)
-        folder, loaded = load_export(args)
-        result = evaluate_model(folder, data, args.out, options, loaded)
+        loaded = load_model(args, args.model[0])
+        result = evaluate_model(loaded.folder, data, args.out, options, (loaded.model, loaded.tokenizer))
     if result and args.suite == "processbench":  # step scores: no pair table, no html page
         print_bench(result, args.out)
     elif result:  # the main process (the others return an empty result)
@@ -186,12 +198,37 @@ def run(args: argparse.Namespace) -> int:
         if skipped:
             print(f"skipped {sum(skipped.values())} bad records {skipped} (listed in eval.json)")
         print(format_table(result))
+        if result.get("ensemble"):
+            print(ensemble_lines(result["ensemble"]))
         if args.suite:
             print(suite_table(result["suite"]))
             for note in result["suite"]["notes"]:  # how the score differs from the leaderboard's: not to be missed
                 print(f"warning: {args.suite}: {note}", file=sys.stderr)
         print(f"report: {Path(args.out) / 'report.md'} and {Path(args.out) / 'report.html'} (one page to browse)")
     return 0
+
+
+def evaluate_several(args: EvalFlags, options) -> dict:
+    """`rm eval --model A B C [--merged M]`: the members (and the merged model) loaded, refused in one line where
+    they do not read the same texts the same way (tokenizer, chat template and text rule, max_length, outputs:
+    rm/scoring/members.py), then scored on --data (rm/evaluation/ensemble/ensemble_eval.py). Every member is held
+    in memory, on the CPU; each goes to the device for its own scoring only."""
+    import math
+
+    from rm.errors import ConfigError
+    from rm.evaluation.ensemble.ensemble_eval import evaluate_ensemble
+    from rm.scoring.members import member_of, refuse_unshared
+
+    if len(args.model) < 2:
+        raise ConfigError("--merged is scored beside the ensemble of its members: give two or more --model")
+    if not (math.isfinite(args.uncertainty_k) and args.uncertainty_k >= 0):
+        raise ConfigError(f"--uncertainty-k must be a number >= 0 (mean - K x std), got {args.uncertainty_k}")
+    data = eval_data(args)
+    loaded = [load_model(args, name) for name in [*args.model, *([args.merged] if args.merged else [])]]
+    refuse_unshared([member_of(m) for m in loaded], "rm eval", keys=("tokenizer", "template", "max_length", "outputs"))
+    scored = [(m.folder, (m.model, m.tokenizer)) for m in loaded]
+    merged = scored.pop() if args.merged else None
+    return evaluate_ensemble(scored, data, args.out, options, merged=merged, k=args.uncertainty_k)
 
 
 def print_bench(result: dict, out: str) -> None:
@@ -209,28 +246,24 @@ def print_bench(result: dict, out: str) -> None:
     print(f"report: {Path(out) / 'report.md'} (each item's step scores: {Path(out) / 'step_scores.jsonl'})")
 
 
-def load_export(args: EvalFlags) -> tuple[str, tuple]:
-    """(the folder `rm eval` reads the run's saved settings from, (model, tokenizer)) loaded by the loader every
-    command shares (rm/scoring/inference.py): --model is an export folder, a Hub id, or a run directory with an
-    export (its export/). A run without one is refused: eval.json's `eval.model` and the checks of a model's
-    training data read an export's saved run config."""
+def load_model(args: EvalFlags, name: str):
+    """`name` (one --model) by the loader every command shares (rm/scoring/inference.py): an export folder, a Hub
+    id, or a run directory with an export (its export/). A run without one is refused: eval.json's `eval.model` and
+    the checks of a model's training data read the saved run config of the export (the loaded `folder`)."""
     from rm.errors import ModelError
     from rm.scoring import inference
 
-    if inference.run_to_restore(args.model) is not None:
-        raise ModelError(
-            f"{args.model} is an rm run directory, not a model: export it first (python -m rm export {args.model} "
-            "--out DIR)"
-        )
-    loaded = inference.load(
-        args.model,
+    if inference.run_to_restore(name) is not None:
+        raise ModelError(f"{name} is an rm run directory, not a model: export it first (python -m rm export {name} "
+                         "--out DIR)")  # fmt: skip
+    return inference.load(
+        name,
         device="cpu",  # moved to this process's device once the process group is up
         dtype=args.dtype,
         max_length=args.max_length,
         trust_remote_code=args.trust_remote_code,
         num_threads=args.num_threads,
     )
-    return loaded.folder, (loaded.model, loaded.tokenizer)
 
 
 def suite_table(suite: dict) -> str:

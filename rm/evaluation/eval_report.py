@@ -261,14 +261,17 @@ def write_report(
     seed: int,
     fits: tuple[np.ndarray, np.ndarray] | None = None,
     outputs: tuple[list[str], list[np.ndarray]] | None = None,
+    more: list[dict] | None = None,
 ) -> None:
     """eval.json, rewards.jsonl (one line per item of `kept`, with its `rewards`: `reward_rows`), the plots,
     report.md and report.html (with `result["suite"]`'s scores where a suite set it); with `fits` (every response's
     attribute outputs and scores, [responses, A] each) the attribute plot of `result["attributes"]` too, and with
-    `outputs` (the attribute names and each item's outputs) each response's attributes in rewards.jsonl."""
+    `outputs` (the attribute names and each item's outputs) each response's attributes in rewards.jsonl; `more`: keys
+    to add to each item's line (an ensemble's members' rewards)."""
     out.mkdir(parents=True, exist_ok=True)
     metrics.write_eval(out / EVAL, result)
     rows = reward_rows(kept, rewards, outputs)
+    rows = rows if more is None else [row | extra for row, extra in zip(rows, more, strict=True)]
     write_text(out / "rewards.jsonl", "".join(json.dumps(metrics.json_safe(r), allow_nan=False) + "\n" for r in rows))
     drawn = report_figures(result, kept, rewards, seed, fits)  # the figures a test checks are the ones written
     figures = {name: save(figure, out / name) for name, figure in drawn.items()}

@@ -168,6 +168,21 @@ def eval_rewards(ctx: Context) -> None:
     rm_cli("eval", "--model", trained / "export", "--data", trained / "data", "--out", ctx.run, "--batch-size", "8")
 
 
+# tests/evaluation/test_ensemble_processes.py
+
+
+@scenario(2, 3)
+def eval_ensemble(ctx: Context) -> None:
+    """`rm eval --model A B C` (batches of 8 over 61 pairs) on three members the first process writes."""
+    import torch
+    from test_ensemble_processes import ensemble_argv, write_inputs
+
+    if ctx.rank == 0:
+        write_inputs(ctx.out, ctx.inputs["exported_tiny"])
+    torch.distributed.barrier()
+    rm_cli(*ensemble_argv(ctx.out, ctx.run))
+
+
 # tests/suites/test_suite_processes.py
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from rm.data.data_report import shown_text
 from rm.data.load import Example
+from rm.evaluation.ensemble.ensemble_text import about, ensemble_table, uncertainty_text
 from rm.evaluation.report import markdown as md
 from rm.evaluation.report.length_text import control_text
 from rm.evaluation.report.page_assets import SCRIPT, STYLE
@@ -132,6 +133,10 @@ def render_html(result: dict, kept: list[Example], rewards: list[np.ndarray], fi
     body += [f"<li>{_inline(line)}</li>" for line in md.header_lines(result)] + ["</ul>"]
     if result.get("suite"):
         body += suite_html(result["suite"])
+    if result.get("ensemble"):  # several models: the rest of the page is their mean's
+        block = result["ensemble"]
+        body += ["<h2>Ensemble</h2>", _paragraph(about(block))]
+        body += [html_table(ensemble_table(block), "ensemble", overall=False), _paragraph(uncertainty_text(block))]
     order = subset_sections(result)
     grouped = order if set(order.values()) - {None, OUTSIDE} else None
     body += ["<h2>Accuracy</h2>", _paragraph(md.ACCURACY_TEXT)]

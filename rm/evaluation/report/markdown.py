@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from rm.evaluation.attribute_metrics import attribute_lines
+from rm.evaluation.ensemble.ensemble_text import ensemble_markdown
 from rm.evaluation.report.length_text import control_table, control_text, length_line
 from rm.evaluation.report.suite_text import against_chance, ci_text, subset_sections, suite_markdown
 
@@ -235,6 +236,8 @@ def render_markdown(result: dict) -> str:
     md = ["# Reward model evaluation", "", *(f"- {line}" for line in header_lines(result)), ""]
     if result.get("suite"):
         md += suite_markdown(result["suite"], md_table)
+    if result.get("ensemble"):  # several models: the rest of the report is their mean's
+        md += ensemble_markdown(result["ensemble"], md_table)
     md += ["## Accuracy", "", *ACCURACY_TEXT, "", *md_table(accuracy_table(result))]
     md += ["", "![accuracy per subset](accuracy.png)", ""]
     if has_groups(o):
