@@ -63,6 +63,8 @@ def test_the_uncertainty_auc_by_hand():
     assert block["mean_std_wrong"] == pytest.approx((0.75 + 0.4) / 2)
     assert block["mean_std_right"] == pytest.approx((0 + 0.5 + 0.1) / 3)
     assert block["note"] is None
+    # Relative to the mean margin: std / |mean| is 3 and 4 on the wrong pairs, 0, 1/3 and 1/3 on the right: AUC 1.
+    assert block["auc_relative"] == pytest.approx(1.0)
     # The members swapped: the same std and the same AUC (the std has no member order).
     assert uncertainty_block(pairs(6), mean, members[::-1])["auc"] == pytest.approx(5 / 6)
 

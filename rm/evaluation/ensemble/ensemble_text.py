@@ -67,7 +67,8 @@ def uncertainty_text(block: dict) -> list[str]:
     return [
         f"*Uncertainty* ({u['of_a_pair']}): AUC {_f(u['auc'])} for {counts}; mean std {_f(u['mean_std_wrong'], 4)}",
         f"on the wrong pairs, {_f(u['mean_std_right'], 4)} on the right ones. 0.5: the members' disagreement says",
-        "nothing of the mean's errors; 1: every wrong pair is more uncertain than every right one.",
+        "nothing of the mean's errors; 1: every wrong pair is more uncertain than every right one. Relative to the",
+        f"margin (std / |mean margin|): AUC {_f(u['auc_relative'])}.",
     ]
 
 
