@@ -5,6 +5,7 @@ transformers server, on the same export and the same requests, interleaved.
     python scripts/bench_serve.py --size medium            # the ~30M-parameter Llama
     python scripts/bench_serve.py --seconds 10 --turns 2   # a quick run
     python scripts/bench_serve.py --layouts                # also (b'): groups in packed rows (--no-prefix-cache)
+    python scripts/bench_serve.py --ensemble               # 3 LoRA members: one `rm serve --ensemble` vs 3 servers
 
 Set-up (cached in --work per size and seed): the real harmless-base pairs, a BPE of 8,192 tokens trained on
 them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, hidden 256 x 4 layers; `medium`:
@@ -29,7 +30,18 @@ turns go A B C A B C ...; the table quotes the median over turns of requests/s a
 scored), by Little's law from the latencies of the requests sent in the window (see `load`; the responses answered
 inside the window per second beside it, as a cross-check), latency percentiles over those requests,
 errors (a non-200 reply or a reply with the wrong number of rewards), lost requests (sent, never answered), and
-the server's peak RSS (VmHWM, the server and its children). Each load process is bounded in requests
+the server's peak RSS (VmHWM, the server and its children).
+
+With --ensemble the modes are (e) one `rm serve RUN0 --ensemble RUN1 RUN2` holding three LoRA members on one base
+(LoRA r=16 runs of the benchmark model, each a run directory whose checkpoint keeps its adapter: drawn, not trained,
+since speed and memory do not depend on what the adapters learned) and (s) the three runs each behind its own `rm
+serve RUN_i` (each a merged model with --threads torch threads, as three `rm serve` with their defaults take every
+core each; --split-threads gives each a third), every request sent to all three at once and done when all three
+have answered: what a client does without the ensemble.
+Both get /score_groups with the same GRPO groups, interleaved E S E S ...; the table adds (e)/(s) throughput, and
+(e)'s peak RSS against one (s) server's plus the three adapters, twice: once the servers have loaded (the weights
+held, loading's own peak included) and at the end (activations included, which vary from server to server). Targets:
+(e) >= 90% of (s); (e)'s peak RSS within 10% of one base plus three adapters. Each load process is bounded in requests
 (--max-requests) and time (each request's timeout, and the process's). The same run prints the token ceiling of
 (b) over (a): the tokens /score computes over the tokens /score_groups computes for the same requests, and the
 measured (b)/(a) as a fraction of it; then the tokens each rm server reports it computed per response (its
@@ -68,9 +80,13 @@ PACKED = "rm-groups-packed"
 THEN = {"rm-score-then": "rm-score", "rm-groups-then": "rm-groups"}
 """With --against TREE: (a) and (b) again on a server running TREE's rm (another checkout, e.g. a git worktree of
 an earlier commit), interleaved with the others: a before/after comparison within one run."""
-GROUPED = ("rm-groups", PACKED, "rm-groups-then")
+ENSEMBLE, SEPARATE = "rm-ensemble", "rm-three"
+"""With --ensemble: one server holding three LoRA members, and the same members behind three servers."""
+GROUPED = ("rm-groups", PACKED, "rm-groups-then", ENSEMBLE, SEPARATE)
 ROUTES = {"rm-score": "/score", "rm-groups": "/score_groups", "baseline": "/score", PACKED: "/score_groups"}
-ROUTES |= {"rm-score-then": "/score", "rm-groups-then": "/score_groups"}
+ROUTES |= {"rm-score-then": "/score", "rm-groups-then": "/score_groups", ENSEMBLE: "/score_groups"}
+ROUTES |= {SEPARATE: "/score_groups"}
+LORA_R = 16
 LABELS = {
     "rm-score": "(a) rm serve /score",
     "rm-groups": "(b) rm serve /score_groups",
@@ -78,6 +94,8 @@ LABELS = {
     PACKED: "(b') /score_groups, packed rows",
     "rm-score-then": "(a) at --against",
     "rm-groups-then": "(b) at --against",
+    ENSEMBLE: "(e) rm serve --ensemble, 3 LoRA members",
+    SEPARATE: "(s) 3 rm serve, one member each",
 }
 
 
@@ -186,13 +204,16 @@ async def load(
     async def one(client: httpx.AsyncClient, k: int) -> None:
         nonlocal ended, errors, answered, counted, first_error, t0, t1
         began = time.monotonic()
-        try:
-            reply = await client.post(ROUTES[mode], content=bodies[k], headers=headers)
-            rewards = reply.json().get("rewards") if reply.status_code == 200 else None
-            if mode in GROUPED and rewards:
-                rewards = rewards[0]
-            ok = isinstance(rewards, list) and len(rewards) == expected[k]
-            why = f"HTTP {reply.status_code}: {reply.text[:200]}" if not ok else ""
+        try:  # (s): the request to every server at once, done when all have answered
+            targets = [u + ROUTES[mode] for u in url.split(",")] if mode == SEPARATE else [ROUTES[mode]]
+            replies = await asyncio.gather(*(client.post(t, content=bodies[k], headers=headers) for t in targets))
+            ok, why = True, ""
+            for reply in replies:
+                rewards = reply.json().get("rewards") if reply.status_code == 200 else None
+                if mode in GROUPED and rewards:
+                    rewards = rewards[0]
+                if not (isinstance(rewards, list) and len(rewards) == expected[k]):
+                    ok, why = False, f"HTTP {reply.status_code}: {reply.text[:200]}"
         except (httpx.HTTPError, ValueError) as e:
             ok, why = False, f"{type(e).__name__}: {e}"[:200]
         finished = time.monotonic()
@@ -216,8 +237,10 @@ async def load(
             sent += 1
             await one(client, k)
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits, transport=transport) as client:
+    servers = len(url.split(","))
+    limits = httpx.Limits(max_connections=clients * servers, max_keepalive_connections=clients * servers)
+    base = url.split(",")[0]
+    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits, transport=transport) as client:
         await asyncio.gather(*(client_loop(client) for _ in range(clients)))
     mean_latency = statistics.fmean(w for w, _ in window) if window else math.nan
     good = [(w, n) for w, n in window if n]
@@ -358,8 +381,8 @@ def counters(url: str, mode: str) -> dict[str, float]:
 
     if not mode.startswith("rm-"):
         return {"busy_seconds": 0.0, "scored": 0, "tokens": 0}
-    info = httpx.get(url + "/info", timeout=30).json()
-    return {k: float(info[k]) for k in ("busy_seconds", "scored", "tokens")}
+    infos = [httpx.get(u + "/info", timeout=30).json() for u in url.split(",")]  # (s): the three servers' sums
+    return {k: sum(float(info[k]) for info in infos) for k in ("busy_seconds", "scored", "tokens")}
 
 
 def run_turn(url: str, mode: str, work: Path, args: argparse.Namespace, seed: int) -> dict:
@@ -387,32 +410,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float) -> dict:
-    rows = {}
-    for mode, turns in results.items():
-        lat = [x for t in turns for x in t["latencies"]]
-        rows[mode] = {
-            "requests_per_s": statistics.median(t["requests_per_s"] for t in turns),
-            "responses_per_s": statistics.median(t["responses_per_s"] for t in turns),
-            "counted": statistics.median(t["counted_responses_per_s"] for t in turns),
-            "p50_ms": 1000 * percentile(lat, 50),
-            "p95_ms": 1000 * percentile(lat, 95),
-            "p99_ms": 1000 * percentile(lat, 99),
-            "errors": sum(t["errors"] for t in turns),
-            "lost": sum(t["lost"] for t in turns),
-            "sent": sum(t["sent"] for t in turns),
-            "peak_rss_mb": peaks[mode],
-            "busy": statistics.median(t["busy"] for t in turns),
-            "tokens_per_response": statistics.median(t["tokens_per_response"] for t in turns),
-        }
-    head = "requests/s | responses/s | (counted) | p50 ms | p95 ms | p99 ms | errors | lost | sent | peak RSS MB"
-    print(f"\n| mode | {head} | model busy |\n| --- |" + " ---: |" * 11)
-    for mode, r in rows.items():
-        print(
-            f"| {LABELS[mode]} | {r['requests_per_s']:.2f} | {r['responses_per_s']:.1f} | {r['counted']:.1f} | "
-            f"{r['p50_ms']:.0f} | "
-            f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r['lost']} | {r['sent']} | "
-            f"{r['peak_rss_mb']:.0f} | " + (f"{r['busy']:.0%} |" if mode.startswith("rm-") else "- |")
-        )
+    rows = table(results, peaks)
     a, b, c = (rows[m]["responses_per_s"] for m in MODES)
     speedup, over_c = b / a, b / c
     errors = sum(r["errors"] + r["lost"] for r in rows.values())
@@ -449,6 +447,37 @@ def report(results: dict[str, list[dict]], peaks: dict[str, float], ratio: float
         "computed_ceiling": round(computed, 3),
         "errors": errors,
     }
+
+
+def table(results: dict[str, list[dict]], peaks: dict[str, float]) -> dict[str, dict]:
+    """Each mode's medians over turns, latency percentiles, counts and peak RSS, printed as a Markdown table."""
+    rows = {}
+    for mode, turns in results.items():
+        lat = [x for t in turns for x in t["latencies"]]
+        rows[mode] = {
+            "requests_per_s": statistics.median(t["requests_per_s"] for t in turns),
+            "responses_per_s": statistics.median(t["responses_per_s"] for t in turns),
+            "counted": statistics.median(t["counted_responses_per_s"] for t in turns),
+            "p50_ms": 1000 * percentile(lat, 50),
+            "p95_ms": 1000 * percentile(lat, 95),
+            "p99_ms": 1000 * percentile(lat, 99),
+            "errors": sum(t["errors"] for t in turns),
+            "lost": sum(t["lost"] for t in turns),
+            "sent": sum(t["sent"] for t in turns),
+            "peak_rss_mb": peaks[mode],
+            "busy": statistics.median(t["busy"] for t in turns),
+            "tokens_per_response": statistics.median(t["tokens_per_response"] for t in turns),
+        }
+    head = "requests/s | responses/s | (counted) | p50 ms | p95 ms | p99 ms | errors | lost | sent | peak RSS MB"
+    print(f"\n| mode | {head} | model busy |\n| --- |" + " ---: |" * 11)
+    for mode, r in rows.items():
+        print(
+            f"| {LABELS[mode]} | {r['requests_per_s']:.2f} | {r['responses_per_s']:.1f} | {r['counted']:.1f} | "
+            f"{r['p50_ms']:.0f} | "
+            f"{r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['errors']} | {r['lost']} | {r['sent']} | "
+            f"{r['peak_rss_mb']:.0f} | " + (f"{r['busy']:.0%} |" if mode.startswith("rm-") else "- |")
+        )
+    return rows
 
 
 def conduct(args: argparse.Namespace) -> None:
@@ -496,6 +525,168 @@ def conduct(args: argparse.Namespace) -> None:
     print(json.dumps(report(results, peaks, ratio)))
 
 
+# --- --ensemble: one server holding three LoRA members against three servers ------------------------------------
+
+
+def lora_members(folder: Path, seed: int, n: int = 3) -> list[Path]:
+    """`n` LoRA runs (r=LORA_R) of the benchmark model seeded `seed` (the export's base), their adapters and score-head
+    copies drawn from seeds 1..n: each a finished run directory whose one checkpoint keeps its adapter, as training
+    leaves a LoRA run whose last step was a save (built once per size and seed)."""
+    runs = [folder / f"lora-r{LORA_R}-{i}" for i in range(n)]
+    if all((run / "eval.json").exists() for run in runs):
+        return runs
+    import shutil
+
+    import benchlib
+    import torch
+    from safetensors.torch import save_file
+
+    from rm.config import CollatorConfig, LoraConfig, ModelConfig, RandomInitConfig, RunConfig
+    from rm.config.rundir import STATE, write_config
+    from rm.model.lora import add_lora, save_adapter_config
+    from rm.model.reward import RewardModel
+    from rm.tokens.tokenizer import load_tokenizer
+    from rm.training.checkpoint_folder import seal
+
+    tok = load_tokenizer(str(folder / "tokenizer"))
+    shape = RandomInitConfig(max_position_embeddings=1024, **benchlib.MODEL)
+    model = ModelConfig(random_init=shape, lora=LoraConfig(r=LORA_R))
+    for i, run in enumerate(runs):
+        shutil.rmtree(run, ignore_errors=True)
+        cfg = RunConfig(model=model, collator=CollatorConfig(max_length=MAX_LENGTH), output_dir=str(run))
+        peft = add_lora(benchlib.random_model(len(tok), tok.pad_token_id, tok.eos_token_id, seed), model.lora)
+        g = torch.Generator().manual_seed(i + 1)
+        with torch.no_grad():  # LoRA B starts at zero: draw every adapter tensor, so the members differ
+            for name, p in peft.named_parameters():
+                if ".default." in name:
+                    p.add_(torch.randn(p.shape, generator=g) * 0.02)
+        step = run / "checkpoints" / "step-1"
+        step.mkdir(parents=True)
+        shutil.copytree(folder / "tokenizer", run / "tokenizer")
+        write_config(cfg, run / "config.yaml")
+        write_config(cfg, step / "config.yaml")
+        save_file({k: v.contiguous() for k, v in RewardModel(peft).state_dict().items()}, step / "model.safetensors")
+        save_adapter_config(peft, step)
+        (step / STATE).write_text(json.dumps({"step": 1, "max_steps": 1}))
+        seal(step, 1)
+        (run / "eval.json").write_text(json.dumps({"overall": {}, "subsets": {}, "train": {"steps": 1}}))
+    return runs
+
+
+def adapter_mb(run: Path) -> float:
+    """MB of a run's adapter: its LoRA matrices and its score head's trained copy, as saved."""
+    from safetensors import safe_open
+
+    with safe_open(str(next(run.glob("checkpoints/step-*")) / "model.safetensors"), framework="pt") as f:
+        tensors = [f.get_tensor(k) for k in f.keys() if ".default." in k]
+    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+
+
+def start_ensemble_servers(
+    runs: list[Path], work: Path, threads: int, server_args: list[str], split: bool = False
+) -> dict[str, list]:
+    """(e) one server with the three members, (s) one server per member, each server with `threads` torch threads
+    (as three `rm serve` with their defaults would take every core each), or with `split` a third of them each:
+    every process started before any is waited for; {mode: [(process, url), ...]}."""
+    base = [sys.executable, "-m", "rm", "serve", "--port", "0", *server_args]
+    commands = {ENSEMBLE: [[*base, str(runs[0]), "--ensemble", *map(str, runs[1:]), "--num-threads", str(threads)]]}
+    each = max(1, threads // len(runs)) if split else threads
+    commands[SEPARATE] = [[*base, str(run), "--num-threads", str(each)] for run in runs]
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    procs = {}
+    for mode, cmds in commands.items():
+        for i, cmd in enumerate(cmds):
+            log = open(work / f"server-{mode}-{i}.log", "w")  # noqa: SIM115 - the server's whole life
+            procs[(mode, i)] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    out: dict[str, list] = {ENSEMBLE: [], SEPARATE: []}
+    for (mode, i), proc in procs.items():
+        out[mode].append((proc, wait_url(proc, work / f"server-{mode}-{i}.log")))
+    return out
+
+
+def same_members(servers: dict[str, list], request: dict) -> float:
+    """The largest difference between the ensemble's member rewards and each member's own server's, one request."""
+    import httpx
+
+    body_bytes = body(SEPARATE, request)
+    url = servers[ENSEMBLE][0][1]
+    members = httpx.post(url + "/score_groups", content=body_bytes, timeout=120).json()["member_rewards"][0]
+    alone = [httpx.post(u + "/score_groups", content=body_bytes, timeout=120).json()["rewards"][0]
+             for _, u in servers[SEPARATE]]  # fmt: skip
+    return max(abs(row[m] - alone[m][k]) for k, row in enumerate(members) for m in range(len(alone)))
+
+
+def conduct_ensemble(args: argparse.Namespace) -> None:
+    import benchlib
+
+    folder = args.work / f"{args.size}-seed{args.seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    pool = prepare(args.data, folder, args.size, args.seed)
+    benchlib.set_size(args.size)
+    runs = lora_members(folder.resolve(), args.seed)
+    requests, args.pool_file = pool["requests"], folder / "requests.json"
+    adapters = sum(adapter_mb(run) for run in runs)
+    print(f"{len(requests)} GRPO groups of {GROUP}; model {args.size} {pool['model']}; 3 LoRA members (r={LORA_R}), "
+          f"adapters {adapters:.1f} MB together; {args.threads} threads a server"
+          + (", split among the three (s) servers" if args.split_threads else ""))  # fmt: skip
+    servers = start_ensemble_servers(runs, args.work, args.threads, args.server_args.split(), args.split_threads)
+    urls = {ENSEMBLE: servers[ENSEMBLE][0][1], SEPARATE: ",".join(u for _, u in servers[SEPARATE])}
+    loaded = {mode: [peak_rss_mb(p.pid) for p, _ in found] for mode, found in servers.items()}  # before any request
+    try:
+        print(f"servers up; largest difference between a member's reward in (e) and in (s): "
+              f"{same_members(servers, requests[0]):.2e}", flush=True)  # fmt: skip
+        results: dict[str, list[dict]] = {ENSEMBLE: [], SEPARATE: []}
+        for turn in range(args.turns):
+            for mode in (ENSEMBLE, SEPARATE):
+                r = run_turn(urls[mode], mode, args.work, args, seed=args.seed + turn)
+                results[mode].append(r)
+                print(f"  turn {turn + 1} {mode}: {r['requests_per_s']:.2f} requests/s, {r['responses_per_s']:.1f} "
+                      f"responses/s, {r['errors']} errors" + (f" ({r['first_error']})" if r["errors"] else ""),
+                      flush=True)  # fmt: skip
+        each = {mode: [peak_rss_mb(p.pid) for p, _ in found] for mode, found in servers.items()}
+    finally:
+        for found in servers.values():
+            for p, _ in found:
+                p.send_signal(signal.SIGTERM) if p.poll() is None else None
+        for found in servers.values():
+            for p, _ in found:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    rows = table(results, {mode: sum(peaks) for mode, peaks in each.items()})
+    ratio = rows[ENSEMBLE]["responses_per_s"] / rows[SEPARATE]["responses_per_s"]
+    errors = sum(r["errors"] + r["lost"] for r in rows.values())
+    print(f"\n(e)/(s) throughput {ratio:.3f}x (the model busy column of (s) adds its three servers' shares)")
+    held = memory(loaded, adapters, "after loading (the weights held, and loading's own peak)")
+    peak = memory(each, adapters, "under load (activations included)")
+    checks = {
+        "(e) >= 90% of (s)": ratio >= 0.9,
+        "(e) loaded peak RSS <= base + 3 adapters + 10%": held,
+        "(e) peak RSS under load <= base + 3 adapters + 10%": peak,
+        "no errors, no request lost": errors == 0,
+    }
+    print("targets: " + "; ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in checks.items()))
+    summary = {"e_over_s": round(ratio, 3), "adapters_mb": round(adapters, 2), "errors": errors}
+    summary |= {
+        f"{when}_rss_mb": {m: [round(x) for x in v] for m, v in found.items()}
+        for when, found in (("loaded", loaded), ("peak", each))
+    }
+    print(json.dumps({m: round(r["responses_per_s"], 2) for m, r in rows.items()} | summary))  # fmt: skip
+
+
+def memory(peaks: dict[str, list[float]], adapters: float, when: str) -> bool:
+    """Print (e)'s peak RSS `when` against one (s) server's (the interpreter, torch and one merged model: a base)
+    plus the three adapters plus 10%; whether it is within."""
+    base = statistics.fmean(peaks[SEPARATE])
+    bound = (base + adapters) * 1.10
+    print(
+        f"peak RSS {when}: (e) {peaks[ENSEMBLE][0]:.0f} MB; one (s) server {base:.0f} MB (mean of three) + 3 "
+        f"adapters {adapters:.1f} MB + 10% = {bound:.0f} MB; (s) all three {sum(peaks[SEPARATE]):.0f} MB"
+    )
+    return peaks[ENSEMBLE][0] <= bound
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -520,6 +711,16 @@ def main() -> None:
         type=Path,
         help="another checkout of rm (e.g. `git worktree add /tmp/before HEAD~1`): (a) and (b) on its rm too, "
         "interleaved with the others",
+    )
+    ap.add_argument(
+        "--ensemble",
+        action="store_true",
+        help="instead of (a) (b) (c): three LoRA members as one `rm serve --ensemble` (e) against three servers (s)",
+    )
+    ap.add_argument(
+        "--split-threads",
+        action="store_true",
+        help="with --ensemble: the three (s) servers share --threads (a third each) instead of taking them each",
     )
     ap.add_argument("--baseline-server", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
@@ -551,7 +752,7 @@ def main() -> None:
         print(json.dumps(result))
     else:
         args.work.mkdir(parents=True, exist_ok=True)
-        conduct(args)
+        conduct_ensemble(args) if args.ensemble else conduct(args)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ from rm.evaluation.eval_report import EvalOptions, evaluate_model
 from rm.evaluation.score_file import RecordScoring
 from rm.evaluation.steps.step_scoring import score_steps
 from rm.scoring import inference
+from rm.scoring.ensemble import record_fields
 from rm.scoring.step_inputs import asks_for_steps, step_input
-from rm.serve.scorer import Scorer, scorer_of
+from rm.serve.scorer import Scorer, load_ensemble_scorer, scorer_of
 
 Scored = float | None | dict[str, Any]
 """One input's result: a text's reward (None where not finite), or a record's output fields."""
@@ -68,9 +69,11 @@ class LoadedModel:
         items = [data] if one else list(data)
         s = self.scorer
         # rm score's own job: a bad record raises DataError (error mode): a caller's list has no record to skip
+        fields = record_fields(s.ensemble) if s.ensemble is not None else None  # an ensemble's: rm score --model A B
         job = RecordScoring(
-            s.model, s.tokenizer, s.layout, s.renderer, DataReport(repair_always=True), "", s.max_length, batch_size
-        )
+            s.model, s.tokenizer, s.layout, s.renderer, DataReport(repair_always=True), "", s.max_length, batch_size,
+            fields,
+        )  # fmt: skip
         records = [
             ("input" if one else f"input[{i}]", {"text": item} if isinstance(item, str) else dict(item))
             for i, item in enumerate(items)
@@ -97,6 +100,8 @@ class LoadedModel:
         step is followed by `separator` (None: the model's, `Loaded.step_separator`), about `batch_size` solutions a
         forward. A bad input raises `rm.errors.DataError` naming it (`input[3]: field 'solutions[0][2]' ...`).
         """
+        if self.scorer.ensemble is not None:
+            raise ModelError("score_steps scores one process reward model: an ensemble gives rewards (score)")
         if isinstance(data, str) or not isinstance(data, dict | Sequence):
             raise DataError(f"score_steps takes a problem (a dict) or a list of them, got a {type(data).__name__}")
         if separator is not None and (not isinstance(separator, str) or not separator):
@@ -135,6 +140,8 @@ class LoadedModel:
         fraction of it drawn as the model's run drew it), a `datasets.Dataset` or a list of records (scored whole).
         `out`: where report.md, report.html, rewards.jsonl and the plots go (default: a temporary folder, removed).
         `overrides`: `rm eval --set` data keys (`format=nectar`, `columns.prompt=question`)."""
+        if self.scorer.ensemble is not None:
+            raise ModelError("evaluate scores one model: evaluate an ensemble with python -m rm eval --model A B C")
         folder = inference.exported(self.source)
         if not ExportDir(folder).holds_model:
             raise ModelError(
@@ -159,11 +166,22 @@ class LoadedModel:
 
 
 def load(
-    source: str | Path, *, device: str = "auto", dtype: str = "float32", max_length: int = 0, num_threads: int = 0
-) -> LoadedModel:
+    source: str | Path | Sequence[str | Path], *, device: str = "auto", dtype: str = "float32", max_length: int = 0,
+    num_threads: int = 0, ensemble_reward: str = "mean", uncertainty_k: float = 1.0,
+) -> LoadedModel:  # fmt: skip
     """The reward model at `source` (an export folder, a run directory, a checkpoint or a Hub id), on `device`
     ("auto": the GPU where there is one). `max_length` 0: the run's collator.max_length saved with it, else the
-    model's position limit (at most 2048), as `rm score` picks it."""
+    model's position limit (at most 2048), as `rm score` picks it. A list of sources is an ensemble, as `rm score
+    --model A B C` scores it: `score` gives the `ensemble_reward` (mean, conservative = mean - `uncertainty_k` std,
+    or min) where one model's reward goes, with `reward_mean`, `reward_std`, `reward_conservative` and
+    `reward_members` beside it for a record (a text gets the chosen reward alone)."""
+    if not isinstance(source, str | Path):
+        names = tuple(str(Path(s).expanduser()) if Path(str(s)).expanduser().exists() else str(s) for s in source)
+        scorer = load_ensemble_scorer(
+            names, device=device, dtype=dtype, trust_remote_code=False, max_length=max_length, normalize=False,
+            num_threads=num_threads, prefix_cache=False, k=uncertainty_k, reward=ensemble_reward,
+        )  # fmt: skip
+        return LoadedModel(", ".join(names), scorer)
     name = str(Path(source).expanduser()) if Path(str(source)).expanduser().exists() else str(source)
     loaded = inference.load(name, device=device, dtype=dtype, max_length=max_length, num_threads=num_threads)
     return LoadedModel(name, scorer_of(loaded, prefix_cache=False))

@@ -13,9 +13,27 @@ from rm.cli.options import ModelFlags, ThreadFlags
 from rm.config.flags import add_flags, add_settings, option
 
 
+class OneOrSeveral(argparse.Action):
+    """`--model A` stores "A", as every command's --model; `--model A B C` stores the list: an ensemble."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        values = [*([] if getattr(namespace, self.dest) in ("", None) else _listed(getattr(namespace, self.dest))),
+                  *values]  # fmt: skip
+        setattr(namespace, self.dest, values[0] if len(values) == 1 else values)
+
+
+def _listed(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
 @dataclass
 class ScoreFlags(ThreadFlags, ModelFlags):
     """`rm score`'s options: the model's (rm/cli/options.py), then these."""
+
+    model: str | list[str] = option("", required=True, nargs="+", action=OneOrSeveral)
+    """reward model: an export folder, a run directory, a checkpoint or a Hub name (num_labels=1); several (--model
+    A B C): an ensemble, every text scored by each, `reward` the --ensemble-reward of theirs, with `reward_mean`,
+    `reward_std`, `reward_conservative` and `reward_members` beside it"""
 
     input: str = option("", required=True)
     """.jsonl[.gz], .json, .csv or .parquet with transcript, text, prompt+response, chosen+rejected (text or
@@ -30,6 +48,10 @@ class ScoreFlags(ThreadFlags, ModelFlags):
     data.on_bad_record"""
     overwrite: bool = option(False)
     """replace an existing --out file"""
+    ensemble_reward: str = option("mean", choices=["mean", "conservative", "min"])
+    """with several --model, what `reward` holds: the members' mean, the conservative mean - K x std, or their min"""
+    uncertainty_k: float = option(1.0)
+    """with several --model, K of the conservative reward mean - K x std (std over the members, ddof 0)"""
 
 
 def add(sub) -> None:
@@ -41,7 +63,9 @@ def add(sub) -> None:
         "Nectar, RewardBench 2, or prompt + responses: [{text}]) gets rewards: [...], one per response in its "
         "order, the prompt computed once. A stepwise record (prompt + solutions: [[step, ...]], prompt + "
         "completions: [step, ...], Math-Shepherd, PRM800K) gets step_scores: P(step correct) per step, null past "
-        "max_length. One file holds one kind. Options may also be given as key=value.",
+        "max_length. One file holds one kind. Several --model (A B C) score as an ensemble: each reward field "
+        "holds the --ensemble-reward of the members', with their mean, std, conservative reward and each member's "
+        "beside it. Options may also be given as key=value.",
     )
     add_flags(p, ScoreFlags)
     add_settings(p)
@@ -56,9 +80,15 @@ def run(args: argparse.Namespace) -> int:
     from rm.scoring import load
     from rm.scoring.step_file import StepFileScoring
 
-    args = settle(args, ScoreFlags)
+    words = _listed(args.model)  # `--model A B` takes every word after it: a key=value there is an override
+    models = [w for w in words if "=" not in w or Path(w).expanduser().exists()]
+    settings = [*(w for w in words if w not in models), *args.settings]
+    given = {**vars(args), "model": models[0] if len(models) == 1 else models, "settings": settings}
+    args = settle(argparse.Namespace(**given), ScoreFlags)
     out = args.out or scored_name(args.input)
     check_output(Path(args.input), Path(out), args.overwrite)  # before the model loads, not after
+    if not isinstance(args.model, str):
+        return score_ensemble(args, out)
     loaded = load(
         args.model,
         dtype=args.dtype,
@@ -86,6 +116,38 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"scored {counts['texts']} texts in {counts['records']} records -> {out}")
+    report(counts, max_length)
+    return 0
+
+
+def score_ensemble(args: ScoreFlags, out: str) -> int:
+    """`rm score --model A B C`: the members loaded and checked as one ensemble (rm/scoring/ensemble_model.py),
+    every window's texts scored by each in one batch plan, and each record given the chosen reward and the rest."""
+    from rm.evaluation.score_file import score_file
+    from rm.scoring.ensemble import RewardRecordsOnly, record_fields
+    from rm.scoring.ensemble_model import ensemble_layout, load_ensemble
+
+    ensemble = load_ensemble(
+        args.model, dtype=args.dtype, max_length=args.max_length, trust_remote_code=args.trust_remote_code,
+        num_threads=args.num_threads, k=args.uncertainty_k, reward=args.ensemble_reward,
+    )  # fmt: skip
+    first = ensemble.first
+    counts = score_file(
+        ensemble.model, first.tokenizer, args.input, out, batch_size=args.batch_size, max_length=first.max_length,
+        field=args.field, on_bad_record=args.on_bad_record, overwrite=args.overwrite, text_version=first.text_version,
+        layout=ensemble_layout(ensemble, prefix_cache=False)[0], wrap_job=RewardRecordsOnly,
+        record_fields=record_fields(ensemble.rule),
+    )  # fmt: skip
+    print(
+        f"scored {counts['texts']} texts in {counts['records']} records with an ensemble of {len(args.model)} "
+        f"(reward: {args.ensemble_reward}) -> {out}"
+    )
+    report(counts, first.max_length)
+    return 0
+
+
+def report(counts: dict, max_length: int) -> None:
+    """The lines every `rm score` prints after its first: what was skipped, not finite, unscored or cut."""
     if counts.get("skipped"):
         first = ", ".join(counts["skipped_origins"][:3])
         print(f"skipped {sum(counts['skipped'].values())} bad records {counts['skipped']} (first: {first})")
@@ -107,7 +169,6 @@ def run(args: argparse.Namespace) -> int:
     if counts["records_truncated"]:
         n = counts["records_truncated"]
         print(f"{n} records were cut to fit max_length={max_length} (a prompt's oldest turns go first)")
-    return 0
 
 
 def scored_name(path: str) -> str:

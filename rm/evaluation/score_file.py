@@ -133,8 +133,8 @@ def score_outputs(
     out: list[list[float]] = [[0.0]] * responses(groups)
     for batch in batches(groups, batch_size):
         tensors = {k: v.to(device) for k, v in layout.collate(batch.groups).items()}
-        rows = layout.rewards(model, tensors)  # [n] or [n, 1 + A]
-        for i, r in zip(batch.rows, (rows if rows.dim() == 2 else rows[:, None]).tolist(), strict=True):
+        rows = layout.rewards(model, tensors)  # [n], [n, 1 + A]; an ensemble's [n, M (, 1 + A)]
+        for i, r in zip(batch.rows, (rows if rows.dim() > 1 else rows[:, None]).tolist(), strict=True):
             out[i] = r
     return out
 
@@ -155,6 +155,7 @@ def score_file(
     overwrite: bool = False,
     text_version: int = TEXT_VERSION,
     wrap_job: Callable[[RecordScoring], Any] | None = None,
+    record_fields: FieldsOf | None = None,
 ) -> dict[str, Any]:
     """Score every record of a file (JSON lines or array, CSV, Parquet) into a JSON-lines file, in order.
 
@@ -169,6 +170,8 @@ def score_file(
     so a file under the output's name is always complete; a job that stops removes its `.partial`. An
     output that is the input, or that exists (unless `overwrite`), is refused up front. `wrap_job`: a job around
     the record job, with its `lines` and `summary` (`rm score` scores stepwise records so: rm/scoring/step_file.py).
+    `record_fields`: a record's fields from its texts' outputs, in place of one model's (an ensemble's model gives
+    one output per member: rm/scoring/ensemble.py).
     """
     check_output(Path(input_path), Path(output_path), overwrite)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
@@ -176,7 +179,7 @@ def score_file(
     job = RecordScoring(
         model, tokenizer, layout or default_layout(model, tokenizer.pad_token_id),
         # message lists: the model's chat template where it has one, as training; string prompts by its text rule
-        Renderer(tokenizer, version=text_version), report, field, max_length, batch_size,
+        Renderer(tokenizer, version=text_version), report, field, max_length, batch_size, record_fields,
     )  # fmt: skip
     job = wrap_job(job) if wrap_job is not None else job
     records = read_file(Path(input_path), report)
@@ -215,6 +218,11 @@ def windows(
         yield chunk
 
 
+FieldsOf = Callable[[list[str], list[Any]], tuple[dict[str, Any], int]]
+"""A record's output fields from its texts' field names and raw outputs (one row each), with how many of its rewards
+are not finite."""
+
+
 class RecordScoring:
     """One window of records at a time: their texts, fitted and scored, back as output lines; the counts add up.
 
@@ -223,11 +231,12 @@ class RecordScoring:
 
     def __init__(
         self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, layout: Layout, renderer: Renderer,
-        report: DataReport, field: str, max_length: int, batch_size: int,
+        report: DataReport, field: str, max_length: int, batch_size: int, fields_of: FieldsOf | None = None,
     ):  # fmt: skip
         self.model, self.tokenizer, self.layout, self.renderer = model, tokenizer, layout, renderer
         self.report, self.field, self.max_length, self.batch_size = report, field, max_length, batch_size
         self.attributes = model_attributes(model)  # [] for a one-output model: nothing new in the output
+        self.fields_of = fields_of or self.model_fields
         self.device = next(model.parameters()).device
         self.prefix = special_prefix(tokenizer)
         self.counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
@@ -251,9 +260,8 @@ class RecordScoring:
         )
         out = []
         for (origin, record), names, groups in zip(kept, keys, encoded, strict=True):
-            values = [[v if math.isfinite(v) else None for v in next(rows)] for _ in names]
-            fields = output_fields(names, values, self.attributes)
-            if bad := sum(v[0] is None for v in values):
+            fields, bad = self.fields_of(names, [next(rows) for _ in names])
+            if bad:
                 self.counts["rewards_nonfinite"] = self.counts.get("rewards_nonfinite", 0) + bad
                 self.nonfinite.append(origin)
             if any(g.truncated for g in groups):
@@ -263,6 +271,11 @@ class RecordScoring:
         self.counts["records"] += len(kept)
         self.counts["texts"] += sum(len(names) for names in keys)
         return out
+
+    def model_fields(self, names: list[str], rows: list[list[float]]) -> tuple[dict[str, Any], int]:
+        """One model's fields (`output_fields`) of a record whose texts got `rows`, and its non-finite rewards."""
+        values = [[v if math.isfinite(v) else None for v in row] for row in rows]
+        return output_fields(names, values, self.attributes), sum(v[0] is None for v in values)
 
     def lines(self, chunk: list[tuple[str, dict]]) -> list[str]:
         """Each record of `chunk` that could be scored, with its output fields, as a JSON line."""

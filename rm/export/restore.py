@@ -236,7 +236,8 @@ def run_tokenizer(cfg: RunConfig, run_dir: Path) -> PreTrainedTokenizerBase:
     return training_tokenizer(name, cfg.model.trust_remote_code)
 
 
-def _strip(key: str) -> str:
+def unwrapped_name(key: str) -> str:
+    """A state-dict name without the wrappers' prefixes (`hf.`, `base_model.model.`): the transformers name."""
     for prefix in _WRAPPER_PREFIXES:
         if key.startswith(prefix):
             key = key[len(prefix) :]
@@ -250,9 +251,9 @@ which an export keeps in config.json as `rm_davidson_nu`."""
 
 def load_weights(model: torch.nn.Module, weights: Path) -> None:
     """Load a safetensors state into `model`, matching names without wrapper prefixes; all or nothing."""
-    target = {_strip(k): k for k in model.state_dict()}
+    target = {unwrapped_name(k): k for k in model.state_dict()}
     with safe_open(str(weights), framework="pt") as f:
-        saved = {_strip(k): k for k in f.keys()}
+        saved = {unwrapped_name(k): k for k in f.keys()}
         if EXTRA_STATE in saved:
             nu = learned_nu(f.get_tensor(saved.pop(EXTRA_STATE)).float())
             transformers_model(model).config.rm_davidson_nu = float(nu)

@@ -99,6 +99,8 @@ class Routes:
     async def scored(self, route: str, body: bytes, request_id: str) -> dict:
         """The one recipe of every POST route: prepare (check, render, tokenize), score in batches, answer."""
         cfg = self.cfg
+        if route == "score_steps" and self.scorer.ensemble is not None:
+            raise RequestError(400, STEPS_REFUSED)
         if route == "score_steps":
             steps = await self.preparer.run(preparing_steps(body, self.scorer, cfg.max_texts, cfg.on_too_long))
             return steps.answer(await self.batcher.score(request_id, steps.prepared.jobs), request_id)
@@ -145,9 +147,10 @@ class Routes:
 
     async def info(self, request: Request) -> JSONResponse:
         scorer, cfg, batcher = self.scorer, self.cfg, self.batcher
+        ensemble = {} if scorer.ensemble is None else {"ensemble": ensemble_info(scorer)}
         return self.reply(
             {
-                "model": cfg.model,
+                "model": cfg.name,
                 "max_length": scorer.max_length,
                 "truncation_side": "left",
                 "normalize": scorer.norm,
@@ -161,9 +164,10 @@ class Routes:
                 "on_too_long": cfg.on_too_long,
                 "max_texts": cfg.max_texts,
                 "max_body_bytes": cfg.max_body_bytes,
-                "routes": [f"/{r}" for r in POSTS],
+                "routes": [f"/{r}" for r in POSTS if not (ensemble and r == "score_steps")],
                 "step_separator": scorer.step_separator,
                 "version": rm.__version__,
+                **ensemble,
             }
         )
 
@@ -231,8 +235,17 @@ async def disconnected(receive: Callable[[], Awaitable[dict]]) -> None:
 
 def answer(route: str, prepared: Prepared, raw: list[list[Output]], scorer: Scorer, request_id: str) -> dict:
     """The response body: one reward per item (one list per group for /score_groups), which were cut, and with
-    attribute outputs `attributes` parallel to `rewards` ({name: value} per text)."""
-    outputs = [[scorer.outputs(r) for r in item] for item in raw]
+    attribute outputs `attributes` parallel to `rewards` ({name: value} per text). An ensemble's `rewards` are its
+    chosen reward, with `mean`, `std`, `conservative` and `member_rewards` (per text, one per member) parallel to
+    them, and on /get_reward the first three in `extra_logs` too, which OpenRLHF logs as metrics."""
+    stats: dict[str, list] = {}
+    if scorer.ensemble is not None:  # one call for the request's responses, then back into items
+        every = iter(scorer.ensemble.combine([r for item in raw for r in item]))
+        combined = [[next(every) for _ in item] for item in raw]
+        outputs = [[(c.reward, c.attributes) for c in item] for item in combined]
+        stats = {key: [[getattr(c, field) for c in item] for item in combined] for key, field in ENSEMBLE_FIELDS}
+    else:
+        outputs = [[scorer.outputs(r) for r in item] for item in raw]
     rewards = [[reward for reward, _ in item] for item in outputs]
     attributes = [[values for _, values in item] for item in outputs]
     truncated = [[g.truncated for g in item for _ in g.response_ids] for item in prepared.items]  # per text
@@ -240,9 +253,26 @@ def answer(route: str, prepared: Prepared, raw: list[list[Output]], scorer: Scor
         log.warning("request %s: some rewards are not finite (the model overflows): sent as null", request_id)
     extra = {"attributes": attributes} if scorer.attributes else {}
     if prepared.grouped:
-        return {"rewards": rewards, "truncated": truncated, **extra}
+        return {"rewards": rewards, "truncated": truncated, **extra, **stats}
     flat, cut = [item[0] for item in rewards], [item[0] for item in truncated]
+    stats = {key: [item[0] for item in values] for key, values in stats.items()}
     if route == "get_reward":  # what OpenRLHF's client reads: rewards, scores (else rewards), extra_logs
-        return {"rewards": flat, "scores": flat, "extra_logs": {}, "truncated": cut}
+        logs = {f"reward_{key}": stats[key] for key in ("mean", "std", "conservative") if key in stats}
+        return {"rewards": flat, "scores": flat, "extra_logs": logs, "truncated": cut, **stats}
     extra = {"attributes": [item[0] for item in attributes]} if scorer.attributes else {}
-    return {"rewards": flat, "truncated": cut, **extra}
+    return {"rewards": flat, "truncated": cut, **extra, **stats}
+
+
+ENSEMBLE_FIELDS = (("mean", "mean"), ("std", "std"), ("conservative", "conservative"), ("member_rewards", "members"))
+"""An ensemble's answer fields beside `rewards` (rm/scoring/ensemble.py's `Combined` attribute each holds)."""
+STEPS_REFUSED = (
+    "this server serves an ensemble, which gives rewards, not step scores: serve one process reward model for "
+    "/score_steps"
+)
+
+
+def ensemble_info(scorer: Scorer) -> dict:
+    """/info's `ensemble`: the members in order (`member_rewards` follows it), the chosen reward, k, what the
+    statistics are taken over (raw or normalised rewards), and how many base models are held in memory."""
+    assert scorer.ensemble is not None
+    return scorer.ensemble.describe() | {"base_copies": scorer.base_copies}

@@ -14,8 +14,9 @@ from rm.collate.scoring import part, responses, tokens
 from rm.collate.token_budget import Rows, fill
 from rm.tokens.store import EncodedGroup
 
-Output = float | list[float]
-"""What the model gives one response: its reward, or [reward, *attributes] with attribute outputs."""
+Output = float | list[float] | list[list[float]]
+"""What the model gives one response: its reward, or [reward, *attributes] with attribute outputs; an ensemble's
+(`rm serve --ensemble`), one of those per member."""
 
 MAX_ROW = 8192
 """Tokens of one packed row at most (unless max_length is longer): the shared layout's attention mask is

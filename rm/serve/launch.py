@@ -53,7 +53,7 @@ def setup_logging() -> None:
 
 def started(cfg: ServeConfig, port: int, scorer: Any = None) -> str:
     host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-    line = f"rm serve: {cfg.model} on http://{host}:{port}"
+    line = f"rm serve: {cfg.name} on http://{host}:{port}"
     if scorer is not None:
         line += f" (layout {scorer.layout_name}, max_length {scorer.max_length}, device {scorer.device})"
     return line + (f", {cfg.workers} workers" if cfg.workers > 1 else "") + "; SIGTERM or Ctrl-C stops it"
@@ -75,19 +75,15 @@ def worker_device(device: str, index: int) -> str:
 def load(cfg: ServeConfig, index: int):
     """The model of worker `index`, on its device, with its share of the CPU threads."""
     from rm.model.threads import usable_cores
-    from rm.serve.scorer import load_scorer
+    from rm.serve.scorer import load_ensemble_scorer, load_scorer
 
     threads = cfg.num_threads or max(1, usable_cores() // cfg.workers)
-    return load_scorer(
-        cfg.model,
-        device=worker_device(cfg.device, index),
-        dtype=cfg.dtype,
-        trust_remote_code=cfg.trust_remote_code,
-        max_length=cfg.max_length,
-        normalize=cfg.normalize,
-        num_threads=threads,
-        prefix_cache=cfg.prefix_cache,
-    )
+    common = {"device": worker_device(cfg.device, index), "dtype": cfg.dtype, "max_length": cfg.max_length,
+              "trust_remote_code": cfg.trust_remote_code, "normalize": cfg.normalize, "num_threads": threads,
+              "prefix_cache": cfg.prefix_cache}  # fmt: skip
+    if cfg.ensemble:
+        return load_ensemble_scorer(cfg.members, k=cfg.uncertainty_k, reward=cfg.ensemble_reward, **common)
+    return load_scorer(cfg.model, **common)
 
 
 def bind(host: str, port: int, reuse_port: bool) -> socket.socket:

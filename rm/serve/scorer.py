@@ -3,7 +3,9 @@ a text alone is a group of one), groups to one reward per response.
 
 Both go through `rm score`'s own functions (rm/evaluation/score_file.py: `encode_texts` for tokenization and
 max_length fitting, `default_layout` for the batch layout), so a reward from the server is the reward `rm score`
-gives the same text; only the batching differs, and no reward depends on its batch neighbours.
+gives the same text; only the batching differs, and no reward depends on its batch neighbours. An ensemble
+(`rm serve --ensemble`) is held the same way: its model runs every member on each batch (rm/scoring/ensemble_model.py)
+and its rule combines their outputs per response (rm/scoring/ensemble.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from rm.evaluation.score_file import default_layout, encode_texts
 from rm.evaluation.steps.step_scoring import step_outputs
 from rm.model.cached_prompt import PrefixScoring, prefix_support
 from rm.model.pretrained import model_attributes
+from rm.scoring.ensemble import EnsembleRule
+from rm.scoring.ensemble_model import EnsemblePrefix, ensemble_layout, load_ensemble
 from rm.scoring.inference import Loaded, load, normalization
 from rm.serve.batch_plan import Output
 from rm.tokens.steps.step_tokens import STEP_SEPARATOR, StepIds
@@ -45,7 +49,7 @@ class Scorer:
     device: torch.device
     norm: dict[str, float] | None
     """{"mean", "std"} applied to every reward (--normalize), or None for raw rewards."""
-    groups: PrefixScoring | None = None
+    groups: PrefixScoring | EnsemblePrefix | None = None
     """Where the model allows it, how a group of responses to one prompt is scored: on the prompt's cached keys
     and values (rm/model/cached_prompt.py); None: in the shared (or padded) layout like single texts."""
     weights: str = ""
@@ -55,6 +59,11 @@ class Scorer:
     """The record -> text rule the model was trained with (data.text_version: rm/data/formats/text_rule.py)."""
     step_separator: str = STEP_SEPARATOR
     """The text after the problem and after every step of /score_steps (`Loaded.step_separator`)."""
+    ensemble: EnsembleRule | None = None
+    """Several models served as one (`rm serve --ensemble`): `model` runs each on every batch and gives one output
+    per member (rm/scoring/ensemble_model.py), which this rule combines (rm/scoring/ensemble.py); None: one model."""
+    base_copies: int = 1
+    """Transformers models held: an ensemble's LoRA members of one base share one (rm/scoring/ensemble_lora.py)."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
@@ -118,7 +127,11 @@ class Scorer:
 
     def outputs(self, raw: Output) -> tuple[float | None, dict[str, float | None] | None]:
         """(reward, {attribute: value}) of one scored text: --normalize applies to the reward alone (the export's
-        mean and std are the reward's); attributes are the head's raw outputs, None where not finite."""
+        mean and std are the reward's); attributes are the head's raw outputs, None where not finite. An ensemble's:
+        its chosen reward, and the members' mean attributes."""
+        if self.ensemble is not None:
+            combined = self.ensemble.combine([raw])[0]
+            return combined.reward, combined.attributes
         if not self.attributes:
             return self.reward(raw), None
         values = {n: (v if math.isfinite(v) else None) for n, v in zip(self.attributes, raw[1:], strict=True)}
@@ -148,6 +161,25 @@ def load_scorer(
         purpose="serving",
     )
     return scorer_of(loaded, normalize=normalize, prefix_cache=prefix_cache)
+
+
+def load_ensemble_scorer(names: tuple[str, ...], *, device: str, dtype: str, trust_remote_code: bool,
+                         max_length: int, normalize: bool, num_threads: int, prefix_cache: bool = True, k: float = 1.0,
+                         reward: str = "mean") -> Scorer:  # fmt: skip
+    """The members at `names` loaded and checked as one ensemble (rm/scoring/ensemble_model.py), served as one model
+    is: one batch plan and one collate for all of them, every member's forward on the same tensors."""
+    ensemble = load_ensemble(
+        names, device=device, dtype=dtype, max_length=max_length, trust_remote_code=trust_remote_code,
+        num_threads=num_threads, purpose="serving", k=k, reward=reward, normalize=normalize,
+    )  # fmt: skip
+    layout, groups = ensemble_layout(ensemble, prefix_cache)
+    first = ensemble.first
+    weights = "; ".join(f"{m.name}: {m.weights}" for m in ensemble.members if m.weights)
+    return Scorer(
+        ", ".join(names), ensemble.model, first.tokenizer,
+        first.max_length, layout, first.device, None, groups, weights, first.text_version, first.step_separator,
+        ensemble.rule, ensemble.base_copies,
+    )  # fmt: skip
 
 
 def scorer_of(loaded: Loaded, *, normalize: bool = False, prefix_cache: bool = True) -> Scorer:

@@ -31,9 +31,17 @@ class ServeConfig:
     """The server's settings: `rm serve`'s options (their --help and README rows are these docstrings), minus
     the API key."""
 
-    model: str = option("", positional=True)
+    model: str = option("", positional=True, nargs="?")
     """an rm export (a process-reward one too), a run directory, or a sequence-classification folder or Hub name
-    with one output"""
+    with one output (optional with --ensemble, whose first member it then is)"""
+    ensemble: tuple[str, ...] = option((), nargs="+", metavar="MODEL")
+    """serve several models as one (--ensemble A B C, or MODEL --ensemble B C): every text scored by each, `rewards`
+    the --ensemble-reward of theirs, with their mean, std, conservative reward and each one's beside it (LoRA runs of
+    one base hold it once)"""
+    ensemble_reward: str = option("mean", choices=["mean", "conservative", "min"])
+    """with --ensemble, what `rewards` carries: the members' mean, the conservative mean - K x std, or their min"""
+    uncertainty_k: float = option(1.0)
+    """with --ensemble, K of the conservative reward mean - K x std (std over the members, ddof 0)"""
     host: str = option("127.0.0.1")
     """address to bind (127.0.0.1: this machine only; any other needs an API key)"""
     port: int = option(8000)
@@ -89,7 +97,8 @@ class ServeConfig:
     @classmethod
     def from_json(cls, text: str) -> ServeConfig:
         fields = json.loads(text)
-        return cls(**{**fields, "allow_hosts": tuple(fields.get("allow_hosts", ()))})
+        tuples = {k: tuple(fields.get(k, ())) for k in ("allow_hosts", "ensemble")}
+        return cls(**{**fields, **tuples})
 
     def check(self) -> None:
         """Every limit a positive number, one of the known choices: one line naming the flag, before any loading."""
@@ -120,9 +129,25 @@ class ServeConfig:
         )
         if not device_ok:
             raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+        if not self.model and not self.ensemble:
+            raise ConfigError("give the MODEL to serve, or the members of an ensemble as --ensemble A B C")
+        if self.ensemble and len(self.members) < 2:
+            raise ConfigError(f"--ensemble needs two or more models, got {len(self.members)}: serve one as MODEL")
+        if not (math.isfinite(self.uncertainty_k) and self.uncertainty_k >= 0):
+            raise ConfigError(f"--uncertainty-k must be a finite number >= 0, got {self.uncertainty_k}")
         for name in self.allow_hosts:
             if not name or any(c in name for c in " /@,"):
                 raise ConfigError(f"--allow-host takes a host name (or *), got {name!r}")
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """An ensemble's members in order (MODEL first where given); () for one model."""
+        return ((self.model,) if self.model else ()) + self.ensemble if self.ensemble else ()
+
+    @property
+    def name(self) -> str:
+        """What the server serves, in its start line and /info: MODEL, or its ensemble's members."""
+        return f"ensemble of {len(self.members)} ({', '.join(self.members)})" if self.ensemble else self.model
 
     def host_allowed(self, host: str | None) -> bool:
         """Whether a request with this Host header (name, or name:port) is answered: a loopback name always, one
