@@ -20,7 +20,6 @@ from optuna.trial import FrozenTrial, TrialState
 from rm.config import load_config, to_dict
 from rm.config.atomic import write_bytes, write_text
 from rm.errors import ConfigError
-from rm.scoring.weight_average import merge_models
 from rm.sweep.config import direction, objective_name
 from rm.sweep.study import RETRY_OF, Sweep, kept_trials, trial_overrides
 from rm.sweep.trial import PRUNED_AT
@@ -210,4 +209,6 @@ def merge_best(study: optuna.Study, sweep: Sweep) -> Path | None:
     if len(done) < max(k, 2):
         raise ConfigError(f"merge.top_k={k}: the sweep has {len(done)} finished trials; merge needs {max(k, 2)}")
     runs = [t.user_attrs.get("output_dir") or str(sweep.dir / "trials" / f"{t.number:04d}") for t in done]
+    from rm.scoring.weight_average import merge_models  # here: a sweep process that merges nothing loads no model code
+
     return merge_models(runs, sweep.dir / "merged", max_distance=sweep.cfg.merge.max_distance, overwrite=True)
