@@ -120,7 +120,8 @@ def settle(args: argparse.Namespace, cls: type) -> Any:
 
 
 def _show(f: dataclasses.Field) -> str:
-    if f.metadata["argparse"].get("required") or (f.metadata["positional"] and not _default(f)):
+    optional = f.metadata["argparse"].get("nargs") in ("?", "*")  # a positional that may be left out
+    if f.metadata["argparse"].get("required") or (f.metadata["positional"] and not _default(f) and not optional):
         return "required"
     value = _default(f)
     if value is None or value == "" or value == [] or value == ():

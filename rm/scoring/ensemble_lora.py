@@ -16,12 +16,18 @@ the same `model` section (its `lora` apart) is added to it as an adapter once it
 found equal to the ones in memory: one that differs (another base, a vocabulary resized with other random rows) is
 loaded whole instead, said in one log line. A member's rewards equal those it gets loaded alone (merged) within float
 rounding (tests/scoring/ checks 1e-5).
+
+A member's forward on a large batch runs on its merged weights, built per layer as it is reached and dropped after
+(`fuse_large_batches`): peft's unmerged forward adds two thin matrix products per layer per token, which on the CPU
+cost more than building W + s B A once per layer, while merging in place and back would drift the shared base by a
+rounding error per switch, and merged copies kept per member would hold the base M times.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +36,7 @@ from types import SimpleNamespace
 import torch
 from safetensors import safe_open
 from torch import nn
+from torch.nn import functional as F
 from transformers import PreTrainedTokenizerBase
 
 from rm.config.exportdir import ExportDir
@@ -142,6 +149,32 @@ class SharedBases:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         for peft, _ in self.bases.values():
             peft.to(DTYPES[dtype]).eval().to(device)
+            fuse_large_batches(peft)
+
+
+def fuse_large_batches(peft: nn.Module) -> None:
+    """Every plain LoRA linear layer of `peft` (not DoRA or another variant, not a transposed Conv1D base) runs on
+    its active adapter's merged weight, built for the forward and dropped, wherever that costs fewer multiply-adds
+    than the unmerged product: rows x (in + out) > in x out, a batch of more rows than about half a square layer."""
+    from peft.tuners.lora import Linear
+
+    for module in peft.modules():
+        if isinstance(module, Linear) and isinstance(module.base_layer, nn.Linear) and not module.fan_in_fan_out:
+            module.forward = types.MethodType(fused_forward, module)
+
+
+def fused_forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    """peft's LoRA forward, on the merged weight W + s B A of the one active adapter where that is cheaper."""
+    from peft.tuners.lora import Linear
+
+    active = self.active_adapters
+    rows = x.numel() // x.shape[-1]
+    small = rows * (self.in_features + self.out_features) <= self.in_features * self.out_features
+    plain = len(active) == 1 and active[0] in self.lora_A and active[0] not in self.lora_variant
+    if small or args or kwargs or not plain or self.disable_adapters or self.merged:
+        return Linear.forward(self, x, *args, **kwargs)
+    weight = self.base_layer.weight + self.get_delta_weight(active[0])
+    return F.linear(x.to(weight.dtype), weight, self.base_layer.bias)
 
 
 def member(name: str, peft: nn.Module, tokenizer, source: Source, max_length: int,
@@ -151,6 +184,7 @@ def member(name: str, peft: nn.Module, tokenizer, source: Source, max_length: in
     loaded = Loaded(name, reward_module(peft), tokenizer, max_length or source.cfg.collator.max_length)
     loaded.weights, loaded.normalization = source.describe(), norm
     loaded.text_version = source.cfg.data.text_version  # the run's saved rule (`resolve_source`)
+    loaded.eos = source.cfg.data.eos
     saved = source.weights.parent / CONFIG
     data = read_yaml(saved if saved.is_file() else RunDir(source.run_dir).config).get("data")
     data = data if isinstance(data, dict) else {}

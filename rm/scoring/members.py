@@ -4,7 +4,10 @@ averaged or any text scored, each difference refused in one line naming the two 
 A member is anything `load` reads (rm/scoring/inference.py). What is compared (`Member`):
 - architecture: the transformers class and the config fields that fix every weight's shape;
 - tokenizer: a digest of the tokenizer's serialized state (vocabulary, merges, special tokens: the ids a text gets);
-- template: the chat template and the record -> text rule (data.text_version), which write the text;
+- template: the text a probe conversation is written as (the chat template, or HH text where there is none, under
+  the record -> text rule data.text_version and the end-of-sequence convention data.eos): a run's tokenizer without
+  a template and its export's, whose template writes HH text, write the same text and are one template; a template
+  that cannot write the probe is compared as written;
 - max_length: where texts are cut (one batch plan for an ensemble);
 - outputs: the names of the outputs beside the reward (attributes), and a process reward model's step separator;
 - init: where training started, read from the run config rm keeps beside the weights: `model.name_or_path` (a
@@ -23,7 +26,8 @@ from typing import Any
 from rm.config.exportdir import ExportDir
 from rm.config.loader import read_yaml
 from rm.config.rundir import RunDir
-from rm.errors import ConfigError
+from rm.data.formats.chat import Message, Renderer
+from rm.errors import ConfigError, RecordError
 from rm.model.reward import transformers_model
 from rm.scoring.inference import Loaded
 from rm.tokens.cache import digest, tokenizer_state
@@ -47,7 +51,7 @@ class Member:
 
 
 LABELS = {"architecture": "architecture", "tokenizer": "tokenizer (vocabulary, merges or special tokens)",
-          "template": "chat template or data.text_version", "max_length": "max_length",
+          "template": "chat template, data.text_version or data.eos", "max_length": "max_length",
           "outputs": "outputs (attribute names or step separator)", "init": "initialization"}  # fmt: skip
 
 
@@ -76,10 +80,26 @@ def member_of(loaded: Loaded) -> Member:
     config = hf.config.to_dict()
     shape = {k: config[k] for k in SHAPE_KEYS if k in config}
     tokenizer = digest(tokenizer_state(loaded.tokenizer))
-    template = digest(getattr(loaded.tokenizer, "chat_template", None), loaded.text_version)
+    template = written(loaded)
     outputs = json.dumps([loaded.attributes, getattr(hf.config, "rm_step_separator", None)])
     return Member(loaded.name, f"{type(hf).__name__} {json.dumps(shape, sort_keys=True)}", tokenizer, template,
                   loaded.max_length, outputs, init_of(run_config(loaded)))  # fmt: skip
+
+
+PROBE = [Message("user", "Is the sky blue?"), Message("assistant", "Yes."), Message("user", "Why?")]
+"""A conversation every template can write: what two members' templates are compared on."""
+
+
+def written(loaded: Loaded) -> str:
+    """A digest of the text `loaded`'s scoring writes for `PROBE` and two answers (as `rm score` renders messages)."""
+    renderer = Renderer(loaded.tokenizer, version=loaded.text_version)
+    try:
+        text = renderer.group(
+            PROBE, [[Message("assistant", "Rayleigh.")], [Message("assistant", "Light.")]], ["a", "b"]
+        )
+    except RecordError:
+        return digest(getattr(loaded.tokenizer, "chat_template", None), loaded.text_version, loaded.eos)
+    return digest(text.prompt, list(text.responses), loaded.text_version, loaded.eos)
 
 
 def refuse_unshared(members: list[Member], purpose: str, keys: tuple[str, ...] | None = None) -> None:
@@ -101,7 +121,8 @@ def refuse_unshared(members: list[Member], purpose: str, keys: tuple[str, ...] |
 HINTS = {
     "architecture": "members must be the same model",
     "tokenizer": "members must read the same token ids: train them with one tokenizer",
-    "template": "members must be trained on text written the same way (one chat template, one data.text_version)",
+    "template": "members must be trained on text written the same way (one chat template, one data.text_version, "
+    "one data.eos)",
     "max_length": "give them one --max-length",
     "outputs": "members must have the same outputs: the same model.head.attributes, or the same step separator",
     "init": "members must be fine-tuned from one initialization (the same model.name_or_path or model.random_init, "

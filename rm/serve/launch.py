@@ -10,10 +10,13 @@ SIGTERM (or Ctrl-C) stops accepting, lets every request in flight finish (uvicor
 model thread scores what is queued) for up to --drain-seconds (what is still unanswered then gets a 503 and one
 log line), and exits 0. A server whose model or preparation thread died exits 1 (its /health said 503 first).
 The supervisor passes the signal on to its workers and exits 0 once all of them have, 1 if one failed.
+
+Each process that holds a model returns its large freed blocks to the system (`return_large_frees`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -72,8 +75,32 @@ def worker_device(device: str, index: int) -> str:
     return f"cuda:{index % torch.cuda.device_count()}"
 
 
+MMAP_THRESHOLD = 1 << 20
+"""Bytes from which glibc serves an allocation with its own mapping, given back to the system when freed."""
+
+
+def return_large_frees() -> bool:
+    """Blocks of MMAP_THRESHOLD bytes or more (a batch's activations) are given back to the system when freed; True
+    where that was set. glibc's default threshold rises to the largest block freed so far, after which such blocks
+    come from a heap that keeps what it once held: a server's batches vary in size, and its memory stayed at its
+    largest batch's plus the heap's fragments (measured in scripts/bench_serve.py --ensemble). Linux with glibc
+    only; a MALLOC_MMAP_THRESHOLD_ of the user's is kept."""
+    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):  # another C library
+        return False
+
+
+M_MMAP_THRESHOLD = -3
+"""mallopt's parameter number for the threshold (glibc's malloc.h)."""
+
+
 def load(cfg: ServeConfig, index: int):
     """The model of worker `index`, on its device, with its share of the CPU threads."""
+    return_large_frees()
     from rm.model.threads import usable_cores
     from rm.serve.scorer import load_ensemble_scorer, load_scorer
 

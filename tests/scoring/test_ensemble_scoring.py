@@ -188,3 +188,54 @@ def test_default_layouts_agree(lora_runs, tokenizer):
     ensemble = load_ensemble([str(r) for r in lora_runs], device="cpu")
     member = load(str(lora_runs[0]), device="cpu")
     assert type(ensemble_layout(ensemble)[0]) is type(default_layout(member.model, tokenizer.pad_token_id))
+
+
+def test_a_large_batch_runs_on_the_merged_weight_and_gives_peft_s_output():
+    """The fused forward (W + s B A built per call) against peft's own unmerged forward, on a batch large enough to
+    take it and on one row, which keeps peft's; the base weight is left as it was."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from peft.tuners.lora import Linear
+
+    from rm.scoring.ensemble_lora import fuse_large_batches
+
+    torch.manual_seed(0)
+    net = get_peft_model(torch.nn.Sequential(torch.nn.Linear(16, 24)), LoraConfig(r=4, target_modules=["0"]))
+    layer = next(m for m in net.modules() if isinstance(m, Linear))
+    torch.nn.init.normal_(layer.lora_B["default"].weight)  # B starts at zero: the adapter would change nothing
+    base = layer.base_layer.weight.clone()
+    net.eval()
+    big, one = torch.randn(3, 40, 16), torch.randn(1, 1, 16)
+    with torch.no_grad():
+        expected = [Linear.forward(layer, x) for x in (big, one)]
+        fuse_large_batches(net)
+        calls = []
+        delta = layer.get_delta_weight
+        layer.get_delta_weight = lambda a: calls.append(a) or delta(a)
+        got = [net(x) for x in (big, one)]
+    assert calls == ["default"]  # the batch of 120 rows merged once; the single row did not
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=0)
+    assert torch.equal(layer.base_layer.weight, base)
+
+
+def test_templates_are_compared_on_the_text_they_write(lora_runs, tokenizer, tmp_path):
+    """A LoRA run's own tokenizer (no chat template: HH text) and an export's (a template that writes HH text) write
+    one text; a template that writes another text is refused, in one line naming the template."""
+    import copy
+
+    from rm.scoring.members import member_of, refuse_unshared
+
+    run, exported = load(str(lora_runs[0]), device="cpu"), load(str(export(tokenizer, tmp_path / "e", 1)), device="cpu")
+    assert not getattr(run.tokenizer, "chat_template", None) and exported.tokenizer.chat_template
+    refuse_unshared([member_of(run), member_of(exported)], "ensemble", ("template",))
+    chatml = copy.deepcopy(exported.tokenizer)
+    chatml.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    exported.tokenizer = chatml
+    with pytest.raises(
+        ConfigError, match=r"differ in their chat template, data.text_version or data.eos; members must"
+    ):
+        refuse_unshared([member_of(run), member_of(exported)], "ensemble", ("template",))
