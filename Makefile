@@ -66,14 +66,16 @@ bench: setup
 	$(BIN)/python scripts/bench_train.py
 	$(BIN)/python scripts/bench_eval.py
 
-# Exports against the tools that consume reward models (transformers 4.x/5.x, TRL, RewardBench, OpenRLHF),
-# one venv each under CLIENT_VENVS, built from the package registry; see scripts/check_clients.sh. Needs the real
-# HH file harmless-base/test.jsonl.gz where the tests find it ($RM_HH_DATA, `make data`, or ../shared/data/hh-rlhf;
-# its conversations are what the clients score) and takes about 35 minutes.
-CLIENT_VENVS ?= /work/venvs
+# Exports against the tools that consume reward models (transformers 4.x/5.x, TRL, RewardBench, OpenRLHF), and
+# the EOS convention (data.eos) through TRL's RewardTrainer and OpenRLHF's local reward model: one venv each under
+# CLIENT_VENVS (a folder of your choice; default .venv-clients/ here, which git ignores), each installed from its
+# full pin list scripts/clients/locks/NAME.txt (how to refresh one: scripts/check_clients.sh's header). Needs the
+# real HH file harmless-base/test.jsonl.gz where the tests find it ($RM_HH_DATA, `make data`, or
+# ../shared/data/hh-rlhf; its conversations are what the clients score) and takes about 40 minutes.
+CLIENT_VENVS ?= .venv-clients
 clients: setup
-	@echo "make clients: about 35 minutes; scores the real HH harmless-base test file (RM_HH_DATA, make data, or ../shared)"
-	RM_PY=$(abspath $(BIN))/python scripts/check_clients.sh $(CLIENT_VENVS)
+	@echo "make clients: about 40 minutes; scores the real HH harmless-base test file (RM_HH_DATA, make data, or ../shared)"
+	RM_PY=$(abspath $(BIN))/python scripts/check_clients.sh $(abspath $(CLIENT_VENVS))
 
 # ruff, then the import contract: role folders in layers, imports only downwards, no cycles
 # (scripts/check_layers.py; tests/meta/test_layers.py shows it failing on a back-import).

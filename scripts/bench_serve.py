@@ -6,6 +6,7 @@ transformers server, on the same export and the same requests, interleaved.
     python scripts/bench_serve.py --seconds 10 --turns 2   # a quick run
     python scripts/bench_serve.py --layouts                # also (b'): groups in packed rows (--no-prefix-cache)
     python scripts/bench_serve.py --ensemble               # 3 LoRA members: one `rm serve --ensemble` vs 3 servers
+    python scripts/bench_serve.py --verl                   # verl's per-sample calls: one /score each vs the adapter
 
 Set-up (cached in --work per size and seed): the real harmless-base pairs, a BPE of 8,192 tokens trained on
 them and the benchmark model of scripts/bench_train.py (`--size small`: Llama, hidden 256 x 4 layers; `medium`:
@@ -687,6 +688,119 @@ def memory(peaks: dict[str, list[float]], adapters: float, when: str) -> bool:
     return peaks[ENSEMBLE][0] <= bound
 
 
+# --- --verl: verl's per-sample reward calls, one /score each or through rm.client.verl_rewards -----------------
+
+VERL_MODES = {"per-sample": "(p) one /score call per sample", "verl-adapter": "(v) rm.client.verl_rewards"}
+"""With --verl: a verl step's reward calls, 8 rollout groups of 8 at once, as verl's reward loop makes them (one call
+per finished sample, in any order): (p) each call posts its own text to /score, as a compute_score written without
+the adapter does; (v) each call is the adapter's compute_score, which sends a group as one /score_groups group once
+its 8 samples have come."""
+
+
+async def verl_round(url: str, mode: str, groups: list[dict], client, rng: random.Random) -> list[float]:
+    """One step's reward calls for `groups` (8 x 8 samples, shuffled), all at once; their rewards in sample order."""
+    from rm.client.verl_rewards import compute_score
+
+    samples = [(g["prompt"], c) for g in groups for c in g["completions"]]
+    order = rng.sample(range(len(samples)), len(samples))
+
+    async def call(k: int) -> float:
+        prompt, completion = samples[k]
+        if mode == "per-sample":
+            return (await client.score([prompt + completion]))[0]
+        extra = {"raw_prompt": prompt}
+        return await compute_score("hh", completion, None, extra, url=url, n=GROUP, max_wait_s=30.0)
+
+    got = await asyncio.gather(*(call(k) for k in order))
+    out = [0.0] * len(samples)
+    for k, reward in zip(order, got, strict=True):
+        out[k] = reward
+    return out
+
+
+def verl_counters(url: str) -> dict[str, float]:
+    """/info's counters (`prompt_tokens` where the server reports it, else None)."""
+    import httpx
+
+    info = httpx.get(url + "/info", timeout=30).json()
+    return {k: info.get(k) for k in ("scored", "tokens", "prompt_tokens", "groups", "busy_seconds")}
+
+
+def verl_turn(url: str, mode: str, requests: list[dict], seconds: float, seed: int) -> dict:
+    """Steps of 8 groups back to back for `seconds` (after one unmeasured step): responses/s, and per response the
+    tokens and prompt tokens the server computed."""
+    from rm.client import AsyncRewardClient
+
+    rng = random.Random(seed)
+
+    async def steps() -> tuple[int, float, dict]:
+        async with AsyncRewardClient(url, timeout=600) as client:
+            await verl_round(url, mode, rng.sample(requests, 8), client, rng)
+            before = verl_counters(url)
+            started, done = time.monotonic(), 0
+            while time.monotonic() - started < seconds:
+                done += len(await verl_round(url, mode, rng.sample(requests, 8), client, rng))
+            return done, time.monotonic() - started, before
+
+    done, elapsed, before = asyncio.run(steps())
+    after = verl_counters(url)
+    scored = max(1.0, after["scored"] - before["scored"])
+    per = {"tokens_per_response": (after["tokens"] - before["tokens"]) / scored}
+    if after["prompt_tokens"] is not None:
+        per["prompt_tokens_per_response"] = (after["prompt_tokens"] - before["prompt_tokens"]) / scored
+        per["groups_per_step"] = (after["groups"] - before["groups"]) / (scored / (8 * GROUP))
+    return {"responses_per_s": done / elapsed, **per}
+
+
+def conduct_verl(args: argparse.Namespace) -> None:
+    folder = args.work / f"{args.size}-seed{args.seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    requests = prepare(args.data, folder, args.size, args.seed)["requests"]
+    ratio, flat, group = ceiling(requests)
+    export = folder.resolve() / "export"
+    servers = start_servers(export, args.work, args.threads, args.server_args.split(), ["rm-groups"])
+    proc, url = servers["rm-groups"]
+    try:
+        check = random.Random(args.seed)
+        from rm.client import AsyncRewardClient
+
+        async def both() -> float:
+            async with AsyncRewardClient(url) as client:
+                groups = requests[:8]
+                a = await verl_round(url, "per-sample", groups, client, check)
+                b = await verl_round(url, "verl-adapter", groups, client, check)
+            return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+        print(f"server up; largest reward difference (p) vs (v) on one step: {asyncio.run(both()):.2e}", flush=True)
+        results: dict[str, list[dict]] = {m: [] for m in VERL_MODES}
+        for turn in range(args.turns):
+            for mode in VERL_MODES:
+                r = verl_turn(url, mode, requests, args.seconds, args.seed + turn)
+                results[mode].append(r)
+                print(f"  turn {turn + 1} {mode}: {r['responses_per_s']:.1f} responses/s, {r}", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    print(json.dumps(verl_report(results, ratio)))
+
+
+def verl_report(results: dict[str, list[dict]], ratio: float) -> dict:
+    rows = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in results.items()}
+    p, v = rows["per-sample"], rows["verl-adapter"]
+    speedup = v["responses_per_s"] / p["responses_per_s"]
+    computed = p["tokens_per_response"] / v["tokens_per_response"]
+    print(f"\n{'mode':<34} {'responses/s':>12} {'tokens/resp':>12} {'prompt tok/resp':>16}")
+    for mode, row in rows.items():
+        prompt, speed = row.get("prompt_tokens_per_response", float("nan")), row["responses_per_s"]
+        print(f"{VERL_MODES[mode]:<34} {speed:>12.1f} {row['tokens_per_response']:>12.1f} {prompt:>16.1f}")
+    print(
+        f"(v)/(p): {speedup:.3f}x responses/s (medians over {len(results['per-sample'])} interleaved turns); tokens "
+        f"computed per response (p)/(v) {computed:.3f}x (the ceiling of what (v) saves; a prompt computed for every "
+        f"text would make it {ratio:.3f}x)"
+    )
+    return {"verl": rows, "speedup": speedup, "tokens_ratio": computed, "nominal_ceiling": ratio}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -722,6 +836,12 @@ def main() -> None:
         action="store_true",
         help="with --ensemble: the three (s) servers share --threads (a third each) instead of taking them each",
     )
+    ap.add_argument(
+        "--verl",
+        action="store_true",
+        help="instead of (a) (b) (c): verl's per-sample reward calls, 8 groups of 8, one /score each (p) or through "
+        "rm.client.verl_rewards (v)",
+    )
     ap.add_argument("--baseline-server", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -752,7 +872,7 @@ def main() -> None:
         print(json.dumps(result))
     else:
         args.work.mkdir(parents=True, exist_ok=True)
-        conduct_ensemble(args) if args.ensemble else conduct(args)
+        conduct_verl(args) if args.verl else conduct_ensemble(args) if args.ensemble else conduct(args)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bash scripts/gpu_check.sh   (one CUDA GPU; checks 2-3 are new and not yet timed; about 5 minutes without them)
+# bash scripts/gpu_check.sh   (one CUDA GPU; checks 2-3 and 5 are new and not yet timed; about 5 minutes without them)
 # 1. pytest -m gpu: the shared layout is as exact as the padded one in bf16 with SDPA and with
 #    FlexAttention, and a bf16 LoRA run with gradient checkpointing trains (tests/training/test_gpu.py);
 # 2. QLoRA (needs bitsandbytes): a random-init ~0.5B Llama and a BPE tokenizer saved first, 10 steps
@@ -10,9 +10,11 @@
 #    FSDP2 on the CPU is tested by tests/training/test_fsdp.py;
 # 4. scripts/bench_layout.py: rm's layouts (padded, padded-grouped, packed, shared) at equal pairs per
 #    micro-batch, training throughput on a random-init ~0.5B Llama in
-#    bf16, SDPA and FlexAttention; its table is printed last.
+#    bf16, SDPA and FlexAttention; its table is printed last;
+# 5. vLLM 0.34.0 (VLLM_PYTHON=, or pip-installed into a venv of its own) serving the plain run's export of check 3
+#    with --runner pooling --convert classify --dtype float32: its /classify against `rm score` (1e-5), printed.
 # Needs a CUDA build of torch and rm's dependencies (pip install -e .). Exit status: 0 when the tests
-# and checks 2-3 pass (a check whose package is missing is skipped, and says so), 1 when one fails, or 2
+# and checks 2-3 and 5 pass (a check whose package is missing is skipped, and says so), 1 when one fails, or 2
 # when there is no GPU or a dependency is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,6 +114,58 @@ for run in (f"{work}/{name}-straight.safetensors", f"{work}/{name}/export/model.
 PYEOF
 done
 echo "gpu_check: checks took $((SECONDS - started)) s in all so far (exit $checks)"
+
+# vLLM itself (0.34.0, the release rm/serve/vllm_api/ answers the bodies of) serving the plain run's export as a
+# classify model in float32: its /classify `probs` against `rm score` (identity activation: rm exports are
+# problem_type regression). Not run on this project's lent machines: they reach no package index, and vLLM's wheel
+# (with its CUDA dependencies, GBs) cannot travel with the tree. $VLLM_PYTHON names a python that has vLLM 0.34.0;
+# without it the check installs vLLM into $work/vllm-venv, and is skipped (and says so) when that install fails.
+vllm_py="${VLLM_PYTHON:-$work/vllm-venv/bin/python}"
+if [ -z "${VLLM_PYTHON:-}" ] && ! { "$PY" -m venv "$work/vllm-venv" && "$work/vllm-venv/bin/pip" install -q vllm==0.34.0; } \
+  >"$work/vllm-install.log" 2>&1; then
+  echo "gpu_check: vLLM skipped: pip install vllm==0.34.0 failed (no package index here?), see $work/vllm-install.log"
+elif [ ! -f "$work/plain/export/config.json" ]; then
+  fail "vLLM: no export of the plain run to serve"
+else
+  "$PY" - "$work/vllm-texts.jsonl" <<'PYEOF'
+import json, sys
+asks = ["What is 2 plus {}?", "Name a colour of the sky at hour {}.", "How do I steal car number {}?"]
+answers = [" It is {}.", " Sorry, I can't help with that ({}).", " Sure! Do it when nobody watches ({})."]
+texts = [f"\n\nHuman: {q.format(i)}\n\nAssistant:{a.format(i + 2)}" for i in range(4) for q in asks for a in answers]
+open(sys.argv[1], "w").write("".join(json.dumps({"text": t}) + "\n" for t in texts))
+PYEOF
+  "$PY" -m rm score --model "$work/plain/export" --input "$work/vllm-texts.jsonl" --out "$work/vllm-rm-score.jsonl" \
+    --overwrite >"$work/vllm-rm-score.log" 2>&1 || fail "vLLM: rm score of the texts (log: $work/vllm-rm-score.log)"
+  "$vllm_py" -m vllm.entrypoints.cli.main serve "$work/plain/export" --runner pooling --convert classify \
+    --dtype float32 --port 8391 --max-model-len 128 --gpu-memory-utilization 0.3 >"$work/vllm-serve.log" 2>&1 &
+  vllm_pid=$!
+  "$PY" - "$work" <<'PYEOF' || fail "vLLM: /classify against rm score (log: $work/vllm-serve.log)"
+import json, sys, time
+
+import httpx
+
+work = sys.argv[1]
+texts = [json.loads(line)["text"] for line in open(f"{work}/vllm-texts.jsonl")]
+want = [json.loads(line)["reward"] for line in open(f"{work}/vllm-rm-score.jsonl")]
+for _ in range(600):  # start-up: model load and CUDA graph capture
+    try:
+        if httpx.get("http://127.0.0.1:8391/health", timeout=2).status_code == 200:
+            break
+    except httpx.HTTPError:
+        pass
+    time.sleep(1)
+else:
+    sys.exit("gpu_check: vLLM did not start within 600 s")
+got = httpx.post("http://127.0.0.1:8391/classify", json={"input": texts}, timeout=120).json()
+probs = [d["probs"][0] for d in got["data"]]
+diff = max(abs(a - b) for a, b in zip(probs, want, strict=True))
+print(f"gpu_check: vLLM 0.34.0 /classify vs rm score on {len(texts)} texts: max |difference| {diff:.2g} "
+      f"(rewards {min(want):.4f} to {max(want):.4f}; num_classes {got['data'][0]['num_classes']})")
+sys.exit(0 if diff <= 1e-5 else 1)
+PYEOF
+  kill "$vllm_pid" 2>/dev/null
+  wait "$vllm_pid" 2>/dev/null
+fi
 
 # The benchmark keeps to --budget itself (configurations it cannot reach are listed as skipped);
 # the timeout is only a safety net.

@@ -72,7 +72,7 @@ class LoadedModel:
         fields = record_fields(s.ensemble) if s.ensemble is not None else None  # an ensemble's: rm score --model A B
         job = RecordScoring(
             s.model, s.tokenizer, s.layout, s.renderer, DataReport(repair_always=True), "", s.max_length, batch_size,
-            fields,
+            fields, s.eos,
         )  # fmt: skip
         records = [
             ("input" if one else f"input[{i}]", {"text": item} if isinstance(item, str) else dict(item))

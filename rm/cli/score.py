@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         on_bad_record=args.on_bad_record,
         overwrite=args.overwrite,
         text_version=loaded.text_version,  # the rule its training read records by
+        eos=loaded.eos,  # and how its responses ended (data.eos)
         wrap_job=lambda job: StepFileScoring(job, loaded.step_separator),  # stepwise records: step_scores
     )
     if counts.get("stepwise"):
@@ -135,7 +136,7 @@ def score_ensemble(args: ScoreFlags, out: str) -> int:
     counts = score_file(
         ensemble.model, first.tokenizer, args.input, out, batch_size=args.batch_size, max_length=first.max_length,
         field=args.field, on_bad_record=args.on_bad_record, overwrite=args.overwrite, text_version=first.text_version,
-        layout=ensemble_layout(ensemble, prefix_cache=False)[0], wrap_job=RewardRecordsOnly,
+        eos=first.eos, layout=ensemble_layout(ensemble, prefix_cache=False)[0], wrap_job=RewardRecordsOnly,
         record_fields=record_fields(ensemble.rule),
     )  # fmt: skip
     print(

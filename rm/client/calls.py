@@ -116,18 +116,56 @@ def _is_score(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
-def flat_rewards(reply: dict[str, Any], n: int) -> list[float]:
+class Rewards(list):
+    """A list of rewards (floats: it compares, indexes and serialises as one) that also holds, in `attributes`,
+    the attribute outputs the server sent beside them: one {name: value} per reward, or None for a model without
+    attribute outputs (`rm serve`'s /info `attributes` names them)."""
+
+    def __init__(self, rewards: Iterable[float] = (), attributes: list[dict[str, float]] | None = None):
+        super().__init__(rewards)
+        self.attributes = attributes
+
+
+def joined(parts: Iterable[Rewards]) -> Rewards:
+    """The rewards of consecutive requests as one list, their attributes too (None unless every part has them)."""
+    parts = list(parts)
+    attributes = [a for p in parts for a in p.attributes] if all(p.attributes is not None for p in parts) else None
+    return Rewards((r for p in parts for r in p), attributes if parts else None)
+
+
+def flat_rewards(reply: dict[str, Any], n: int) -> Rewards:
     """The `rewards` of a /score reply, checked to be one number per text sent (null, a reward that was not
-    finite, becomes NaN, as TRL reads a reward function's None)."""
-    return _numbers(reply.get("rewards"), n, "rewards")
+    finite, becomes NaN, as TRL reads a reward function's None), with its `attributes` where it has them."""
+    rewards = _numbers(reply.get("rewards"), n, "rewards")
+    return Rewards(rewards, _attributes(reply.get("attributes"), n, "attributes"))
 
 
-def group_rewards(reply: dict[str, Any], sizes: list[int]) -> list[list[float]]:
-    """The `rewards` of a /score_groups reply: one list per group sent, each as long as its group."""
+def group_rewards(reply: dict[str, Any], sizes: list[int]) -> list[Rewards]:
+    """The `rewards` of a /score_groups reply: one list per group sent, each as long as its group, with that
+    group's `attributes` where the reply has them."""
     lists = reply.get("rewards")
     if not isinstance(lists, list) or len(lists) != len(sizes):
         raise _bad_reply(f"'rewards' should be {len(sizes)} lists, one per group, got {_describe(lists)}")
-    return [_numbers(values, n, f"rewards[{g}]") for g, (values, n) in enumerate(zip(lists, sizes, strict=True))]
+    attributes = reply.get("attributes")
+    if attributes is not None and (not isinstance(attributes, list) or len(attributes) != len(sizes)):
+        raise _bad_reply(f"'attributes' should be {len(sizes)} lists, one per group, got {_describe(attributes)}")
+    return [
+        Rewards(
+            _numbers(values, n, f"rewards[{g}]"),
+            None if attributes is None else _attributes(attributes[g], n, f"attributes[{g}]"),
+        )
+        for g, (values, n) in enumerate(zip(lists, sizes, strict=True))
+    ]
+
+
+def _attributes(values: Any, n: int, name: str) -> list[dict[str, float]] | None:
+    """A reply's attribute outputs, one {name: number} per text (null, not finite, becomes NaN), or None when the
+    reply has none."""
+    if values is None:
+        return None
+    if not isinstance(values, list) or len(values) != n or not all(isinstance(v, dict) for v in values):
+        raise _bad_reply(f"{name!r} should be {n} objects of attribute outputs, got {_describe(values)}")
+    return [dict(zip(v, _numbers(list(v.values()), len(v), name), strict=True)) for v in values]
 
 
 def _numbers(values: Any, n: int, name: str) -> list[float]:

@@ -15,12 +15,14 @@ from typing import Any
 import httpx
 
 from rm.client.calls import (
+    Rewards,
     as_groups,
     as_problems,
     flat_parts,
     flat_rewards,
     group_parts,
     group_rewards,
+    joined,
     max_texts_of,
     request_body,
     sized_parts,
@@ -67,18 +69,21 @@ class RewardClient:
         """The model, max_length, truncation side, normalisation, layout and the server's limits."""
         return self._call("GET", "/info")
 
-    def score(self, texts: Sequence[str]) -> list[float]:
-        """One reward per whole text (prompt and answer together, as `rm score` scores a `text` record)."""
+    def score(self, texts: Sequence[str]) -> Rewards:
+        """One reward per whole text (prompt and answer together, as `rm score` scores a `text` record): a list of
+        floats whose `attributes` holds the model's attribute outputs, one {name: value} per text (None without)."""
         return self._flat("texts", list(texts))
 
-    def score_messages(self, conversations: Sequence[list[Message]]) -> list[float]:
-        """One reward per conversation ending in the assistant's answer, rendered with the model's chat template."""
+    def score_messages(self, conversations: Sequence[list[Message]]) -> Rewards:
+        """One reward per conversation ending in the assistant's answer, rendered with the model's chat template
+        (a list of floats with `attributes`, as `score` returns)."""
         return self._flat("messages", list(conversations))
 
-    def score_groups(self, groups: Iterable[Any]) -> list[list[float]]:
-        """One list of rewards per {"prompt", "responses"} group, in order; each prompt is computed once."""
+    def score_groups(self, groups: Iterable[Any]) -> list[Rewards]:
+        """One list of rewards per {"prompt", "responses"} group, in order, each with its `attributes` (as `score`
+        returns); each prompt is computed once."""
         groups = as_groups(groups)
-        out: list[list[float]] = []
+        out: list[Rewards] = []
         for part in group_parts(groups, self._limit()) if groups else []:
             reply = self._call("POST", "/score_groups", {"groups": part})
             out += group_rewards(reply, [len(g["responses"]) for g in part])
@@ -94,11 +99,9 @@ class RewardClient:
             out += step_scores(self._call("POST", "/score_steps", {"items": part}), part)
         return out[0] if one else out
 
-    def _flat(self, key: str, items: list[Any]) -> list[float]:
-        out: list[float] = []
-        for part in flat_parts(items, self._limit()) if items else []:
-            out += flat_rewards(self._call("POST", "/score", {key: part}), len(part))
-        return out
+    def _flat(self, key: str, items: list[Any]) -> Rewards:
+        parts = flat_parts(items, self._limit()) if items else []
+        return joined(flat_rewards(self._call("POST", "/score", {key: part}), len(part)) for part in parts)
 
     def _limit(self) -> int:
         if self._max_texts is None:
@@ -136,17 +139,17 @@ class AsyncRewardClient:
     async def info(self) -> dict[str, Any]:
         return await self._call("GET", "/info")
 
-    async def score(self, texts: Sequence[str]) -> list[float]:
+    async def score(self, texts: Sequence[str]) -> Rewards:
         return await self._flat("texts", list(texts))
 
-    async def score_messages(self, conversations: Sequence[list[Message]]) -> list[float]:
+    async def score_messages(self, conversations: Sequence[list[Message]]) -> Rewards:
         return await self._flat("messages", list(conversations))
 
-    async def score_groups(self, groups: Iterable[Any]) -> list[list[float]]:
+    async def score_groups(self, groups: Iterable[Any]) -> list[Rewards]:
         groups = as_groups(groups)
         parts = group_parts(groups, await self._limit()) if groups else []
         replies = await asyncio.gather(*(self._call("POST", "/score_groups", {"groups": p}) for p in parts))
-        out: list[list[float]] = []
+        out: list[Rewards] = []
         for part, reply in zip(parts, replies, strict=True):
             out += group_rewards(reply, [len(g["responses"]) for g in part])
         return out
@@ -158,10 +161,10 @@ class AsyncRewardClient:
         out = [s for part, reply in zip(parts, replies, strict=True) for s in step_scores(reply, part)]
         return out[0] if one else out
 
-    async def _flat(self, key: str, items: list[Any]) -> list[float]:
+    async def _flat(self, key: str, items: list[Any]) -> Rewards:
         parts = flat_parts(items, await self._limit()) if items else []
         replies = await asyncio.gather(*(self._call("POST", "/score", {key: p}) for p in parts))
-        return [r for part, reply in zip(parts, replies, strict=True) for r in flat_rewards(reply, len(part))]
+        return joined(flat_rewards(reply, len(part)) for part, reply in zip(parts, replies, strict=True))
 
     async def _limit(self) -> int:
         if self._max_texts is None:

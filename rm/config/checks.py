@@ -22,6 +22,12 @@ scoring builds the text its training built: 2 (the default) reads a string promp
 rule of runs saved before the key existed (such a prompt wrapped in a second user turn; `prompt` + `response` joined
 as written)."""
 
+EOS_CONVENTIONS = ("none", "eos", "space_eos")
+"""data.eos, how a response ends (rm/data/formats/text_rule.py): `none` (as written: rm's rule before the key existed,
+and of every export that records none), `eos` (the tokenizer's EOS after it: TRL's `RewardTrainer` on plain text),
+`space_eos` (a space, then the EOS: OpenRLHF's reward dataset). Saved with the run and the export (config.json's
+`rm_eos`), so every scorer ends a text as training did."""
+
 NONNEGATIVE = ("train.lr", "train.max_steps", "train.eval_steps", "train.weight_decay", "train.warmup_ratio")
 """train.max_steps=-5 used to run 0 steps and exit 0."""
 NONNEGATIVE += ("data.num_proc", "tokenizer.train_pairs", "train.num_threads")
@@ -43,6 +49,7 @@ CHOICES: dict[str, tuple[str | bool, ...]] = {
     "loss.strength_map": ("linear",),
     "data.on_bad_record": ("error", "skip"),
     "data.chat_template": ("auto", "tokenizer", "hh"),
+    "data.eos": EOS_CONVENTIONS,
     "train.scheduler": ("cosine", "linear", "constant"),
     "train.mixed_precision": ("", "no", "bf16", "fp16", "auto"),
 }

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rm.config.checks import TEXT_VERSIONS
-from rm.config.loader import load_config, read_yaml, saved_split_version, saved_text_version
+from rm.config.loader import load_config, read_yaml, recorded_eos, saved_split_version, saved_text_version
 from rm.config.rundir import EVAL, WEIGHTS, RunDir
 from rm.config.schema import LossConfig, RunConfig
 from rm.errors import ConfigError, ExportError, RMError
@@ -36,6 +36,8 @@ MODEL_CONFIG = "config.json"
 """transformers' model config: what makes a folder a model `from_pretrained` loads."""
 CARD = "README.md"
 """The model card (rm/export/card.py)."""
+EOS_KEY = "rm_eos"
+"""config.json's record of data.eos (how each response ends: rm/data/formats/text_rule.py); absent means none."""
 
 EXPORT_FILES = (CARD, RUN_CONFIG, EVAL, MODEL_CONFIG, "generation_config.json",
                 "model*.safetensors", "model.safetensors.index.json", "modeling_*.py", "tokenizer*",
@@ -141,6 +143,13 @@ class ExportDir:
         if source == "synthetic":
             source = str(RunDir(str(saved.get("output_dir", ""))).data)
         return data, source
+
+
+def model_eos(config: Any) -> str:
+    """How a loaded model's responses end (data.eos), as its config records it: config.json's `rm_eos`, which an
+    export writes beside the run config's data.eos. A model that records none (an export of an rm before the key,
+    any model rm did not train) is read as none."""
+    return recorded_eos(getattr(config, EOS_KEY, None), f"the model's config.json: {EOS_KEY}")
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:

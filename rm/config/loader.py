@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from rm.config.atomic import write_text
+from rm.config.checks import EOS_CONVENTIONS
 from rm.config.schema import RunConfig, validate
 from rm.errors import ConfigError
 
@@ -211,6 +212,16 @@ def saved_text_version(path: str | Path) -> int:
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConfigError(f"{path}: data.text_version: expected an integer, got {version!r}")
     return version
+
+
+def recorded_eos(value: Any, where: str) -> str:
+    """data.eos as a saved run config or an export's config.json (`rm_eos`) records it: absent (None) is "none",
+    the rule of every run saved before the key existed; anything but a known convention names `where`."""
+    if value is None:
+        return "none"
+    if value not in EOS_CONVENTIONS:
+        raise ConfigError(f"{where}: expected one of {', '.join(EOS_CONVENTIONS)}, got {value!r}")
+    return value
 
 
 def check_overrides(cls: type, overrides: list[str]) -> None:

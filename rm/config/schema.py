@@ -163,6 +163,9 @@ class DataConfig:
     """Hold-out rule: 3 keeps a prompt on one side in every subset; 2 per subset, 1 by record (earlier runs' rules)."""
     text_version: int = 2
     """Record -> text rule: 2 reads a string prompt holding HH turns as those turns; 1 wrapped it again (older runs)."""
+    eos: str = "none"
+    """How a response ends: none (as written), eos (+ the tokenizer's EOS, as TRL's RewardTrainer on plain text) or
+    space_eos (+ " " + EOS, as OpenRLHF's reward dataset); a text ending with EOS keeps one. Exports record it."""
     step_separator: str = "\n\n"
     """Stepwise data: the text after the problem and after every step; a step is scored at its last token
     (rm/tokens/steps/step_tokens.py). Exports record it; read a model with the separator it was trained with."""

@@ -35,7 +35,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rm.config import DataConfig
 from rm.config.atomic import write_text
-from rm.config.exportdir import ExportDir
+from rm.config.exportdir import ExportDir, model_eos
 from rm.config.rundir import EVAL
 from rm.data.data_report import DataReport, shown_text
 from rm.data.load import Example, eval_pairs
@@ -159,7 +159,7 @@ def evaluate_model(
     if not accelerator.is_main_process:
         shut_down(accelerator)  # a clean process-group exit (gloo can abort at interpreter exit otherwise)
         return {}
-    rewards = item_rewards(kept.items, kept.encoded, gathered, run.tokenizer)
+    rewards = item_rewards(kept.items, kept.encoded, gathered, run.tokenizer, run.data.eos)
     result = eval_json(run, kept, gathered, rewards, options, processes=accelerator.num_processes, started=started)
     fits, outputs = attribute_files(run, kept, gathered)
     write_report(Path(out), result, kept.items, rewards, options.seed, fits, outputs)
@@ -178,6 +178,7 @@ def prepare(
     )
     if ExportDir(model).from_rm:  # its records read by the rule its training read them with (text_rule.py)
         data = replace(data, text_version=ExportDir(model).text_version())
+    data = replace(data, eos=model_eos(reward_model.hf.config))  # its responses ended as in training (data.eos)
     report = DataReport(data.on_bad_record)
     overlap = training_overlap(model, data)
     if overlap and accelerator.is_main_process:
@@ -196,7 +197,9 @@ def encode(run: Prepared) -> Kept:
     max_length, and a group left with nothing to compare); each dropped one is listed in eval.json. A kept item's
     index is its position among the kept ones: how gathering puts the rewards in order."""
     names = sorted({p.subset for p in run.items})
-    encoded, rep, positions = encode_kept(run.items, run.tokenizer, run.max_length, names, "", False, run.attributes)
+    encoded, rep, positions = encode_kept(
+        run.items, run.tokenizer, run.max_length, names, "", False, run.attributes, run.data.eos
+    )
     kept = [run.items[k] for k in positions.tolist()]
     dropped = [run.items[k].origin for k in sorted(set(range(len(run.items))) - set(positions.tolist()))]
     if not kept:
@@ -250,7 +253,7 @@ def attribute_files(
     if not run.attributes:
         return None, None
     fits = (gathered["attribute_outputs"].double().numpy(), gathered["attribute_scores"].double().numpy())
-    return fits, (run.attributes, item_attributes(kept.items, kept.encoded, gathered, run.tokenizer))
+    return fits, (run.attributes, item_attributes(kept.items, kept.encoded, gathered, run.tokenizer, run.data.eos))
 
 
 def write_report(

@@ -39,6 +39,7 @@ from rm.evaluation.record_texts import ScoreText, output_fields, texts_of
 from rm.model.pretrained import model_attributes
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
+from rm.tokens.ids import EndOfSequence
 from rm.tokens.store import EncodedGroup
 from rm.tokens.tokenizer import special_prefix
 from rm.tokens.truncation import Fit, fit_group
@@ -55,11 +56,11 @@ def default_layout(model: nn.Module, pad_token_id: int) -> Layout:
 
 
 def encode_texts(
-    tokenizer: PreTrainedTokenizerBase, texts: list[ScoreText], max_length: int, prefix: list[int]
+    tokenizer: PreTrainedTokenizerBase, texts: list[ScoreText], max_length: int, prefix: list[int], eos: str = "none"
 ) -> list[EncodedGroup]:
     """A record's texts tokenized as training tokenizes a pair (prompt and responses apart, no special tokens,
-    the tokenizer's `prefix` in front) and fitted into `max_length` by its rule (`rm/tokens/truncation.py`), as
-    groups whose responses, group after group, are the texts in order.
+    the tokenizer's `prefix` in front, each response ended as data.eos `eos` ends it: `EndOfSequence`) and fitted
+    into `max_length` by its rule (`rm/tokens/truncation.py`), as groups whose responses are the texts in order.
 
     Texts that share a prompt (a pair's chosen and rejected) are fitted together, as training fits a pair:
     the prompt loses whole leading turns, then tokens from its left, until the longer response fits beside
@@ -76,10 +77,10 @@ def encode_texts(
     for i, t in enumerate(texts):
         sharing.setdefault((t.prompt, t.turn_starts), []).append(i)
     fitted: dict[int, tuple[EncodedGroup, int]] = {}  # per text: its fitted part and its slot there
-    longest = longest_token(tokenizer)
+    longest, end = longest_token(tokenizer), EndOfSequence.of(tokenizer, eos)
     for (prompt, starts), members in sharing.items():
-        answers = [texts[i].response for i in members]
-        parts = _truncated(ids, prompt, starts, answers, max_length, prefix, longest)
+        answers = end.texts([texts[i].response for i in members])
+        parts = _truncated(ids, prompt, starts, answers, max_length, prefix, longest, end)
         slots = [(g, k) for g in parts for k in range(len(g.response_ids))]
         for i, (g, k) in zip(members, slots, strict=True):
             if not len(g.prompt_ids) + len(g.response_ids[k]):  # nothing to read a reward at (a neighbour's token)
@@ -96,18 +97,14 @@ def encode_texts(
 
 
 def _truncated(
-    ids: Callable[[list[str]], list[list[int]]],
-    prompt: str,
-    turn_starts: tuple[int, ...] | None,
-    responses: list[str],
-    max_length: int,
-    prefix: list[int],
-    longest: int | None,
-) -> list[EncodedGroup]:
+    ids: Callable[[list[str]], list[list[int]]], prompt: str, turn_starts: tuple[int, ...] | None,
+    responses: list[str], max_length: int, prefix: list[int], longest: int | None, end: EndOfSequence,
+) -> list[EncodedGroup]:  # fmt: skip
     """One prompt's responses, fitted by the rule's `Fit.KEEP_END`: together, or each on its own where one of them
     cannot fit even alone. Only the later turn the rule keeps is tokenized (`rm.tokens.turn_search`: not every
     later turn, which a prompt of thousands of turns made quadratic)."""
     p, *rs = ids([prompt, *responses])
+    end.checked(rs)
 
     def shorter(room: int) -> list[list[int]]:
         return fitting_turns(prompt, turn_starts, room, longest, ids)
@@ -154,6 +151,7 @@ def score_file(
     on_bad_record: str = "error",
     overwrite: bool = False,
     text_version: int = TEXT_VERSION,
+    eos: str = "none",
     wrap_job: Callable[[RecordScoring], Any] | None = None,
     record_fields: FieldsOf | None = None,
 ) -> dict[str, Any]:
@@ -171,7 +169,7 @@ def score_file(
     output that is the input, or that exists (unless `overwrite`), is refused up front. `wrap_job`: a job around
     the record job, with its `lines` and `summary` (`rm score` scores stepwise records so: rm/scoring/step_file.py).
     `record_fields`: a record's fields from its texts' outputs, in place of one model's (an ensemble's model gives
-    one output per member: rm/scoring/ensemble.py).
+    one output per member: rm/scoring/ensemble.py). `eos`: the model's data.eos (`Loaded.eos`), how responses end.
     """
     check_output(Path(input_path), Path(output_path), overwrite)
     # Lossless fixes (a byte-order mark, CRLF line ends) are applied as in training.
@@ -179,7 +177,7 @@ def score_file(
     job = RecordScoring(
         model, tokenizer, layout or default_layout(model, tokenizer.pad_token_id),
         # message lists: the model's chat template where it has one, as training; string prompts by its text rule
-        Renderer(tokenizer, version=text_version), report, field, max_length, batch_size, record_fields,
+        Renderer(tokenizer, version=text_version), report, field, max_length, batch_size, record_fields, eos,
     )  # fmt: skip
     job = wrap_job(job) if wrap_job is not None else job
     records = read_file(Path(input_path), report)
@@ -232,13 +230,14 @@ class RecordScoring:
     def __init__(
         self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, layout: Layout, renderer: Renderer,
         report: DataReport, field: str, max_length: int, batch_size: int, fields_of: FieldsOf | None = None,
+        eos: str = "none",
     ):  # fmt: skip
         self.model, self.tokenizer, self.layout, self.renderer = model, tokenizer, layout, renderer
         self.report, self.field, self.max_length, self.batch_size = report, field, max_length, batch_size
         self.attributes = model_attributes(model)  # [] for a one-output model: nothing new in the output
         self.fields_of = fields_of or self.model_fields
         self.device = next(model.parameters()).device
-        self.prefix = special_prefix(tokenizer)
+        self.prefix, self.eos = special_prefix(tokenizer), eos  # eos: data.eos, how the model's responses end
         self.counts: dict[str, Any] = {"records": 0, "texts": 0, "records_truncated": 0}
         self.nonfinite: list[str] = []  # origins of the records with a NaN or infinite reward (a model that overflows)
 
@@ -249,7 +248,7 @@ class RecordScoring:
         for origin, record in chunk:
             try:
                 parts = texts_of(record, origin, self.field, self.renderer, self.report)
-                encoded.append(encode_texts(self.tokenizer, parts, self.max_length, self.prefix))
+                encoded.append(encode_texts(self.tokenizer, parts, self.max_length, self.prefix, self.eos))
             except RecordError as e:
                 self.report.reject(origin, e)  # raises in error mode
                 continue

@@ -23,7 +23,7 @@ from rm.data.load import Example
 from rm.evaluation.gather import gather_rewards
 from rm.model.probe import choose_layout
 from rm.model.reward import RewardModel
-from rm.tokens.ids import CheckedIds
+from rm.tokens.ids import CheckedIds, EndOfSequence
 from rm.tokens.store import EncodedSplit
 
 
@@ -50,7 +50,7 @@ def score_split(
 
 
 def item_rewards(
-    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer
+    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer, eos: str = "none"
 ) -> list[np.ndarray]:
     """Per kept item, its responses' rewards in the item's order, NaN for a response encoding left out or one the
     model scored NaN or infinite (counted apart by `nonfinite_rewards`): either is left out of the metrics.
@@ -58,28 +58,36 @@ def item_rewards(
     Encoding keeps a group's responses in order and leaves out one that cannot fit max_length with a token of the
     prompt; which ones is found, for the rare group that lost some, by their token ids (a response is never cut).
     """
-    return placed(kept, encoded, gathered, gathered["reward"], tokenizer)
+    return placed(kept, encoded, gathered, gathered["reward"], tokenizer, eos)
 
 
 def item_attributes(
-    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer
+    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], tokenizer, eos: str = "none"
 ) -> list[np.ndarray]:
     """Per kept item, its responses' attribute outputs ([responses, A]), placed as `item_rewards` places rewards:
     NaN for a response left out or an output not finite."""
-    return placed(kept, encoded, gathered, gathered["attribute_outputs"], tokenizer)
+    return placed(kept, encoded, gathered, gathered["attribute_outputs"], tokenizer, eos)
 
 
 def placed(
-    kept: list[Example], encoded: EncodedSplit, gathered: dict[str, torch.Tensor], column: torch.Tensor, tokenizer
+    kept: list[Example],
+    encoded: EncodedSplit,
+    gathered: dict[str, torch.Tensor],
+    column: torch.Tensor,
+    tokenizer,
+    eos: str = "none",
 ) -> list[np.ndarray]:
     """A gathered per-response `column` ([responses] or [responses, A]) split by item, each item's rows at its
-    responses' places, NaN where a response was left out or its value is not finite."""
+    responses' places, NaN where a response was left out or its value is not finite (`eos`: data.eos, with which
+    the responses were encoded)."""
     counts = torch.bincount(gathered["group"], minlength=len(kept)).tolist()
     out = []
     for i, (item, r) in enumerate(zip(kept, torch.split(column.double(), counts), strict=True)):
         texts = responses_of(item)
         values = np.full((len(texts), *r.shape[1:]), np.nan)
-        places = range(len(texts)) if len(r) == len(texts) else kept_places(texts, encoded[i].response_ids, tokenizer)
+        places = (
+            range(len(texts)) if len(r) == len(texts) else kept_places(texts, encoded[i].response_ids, tokenizer, eos)
+        )
         values[list(places)] = np.where(np.isfinite(r.numpy()), r.numpy(), np.nan)
         out.append(values)
     return out
@@ -118,11 +126,12 @@ def nonfinite_rewards(kept: list[Example], gathered: dict[str, torch.Tensor]) ->
     return int(bad.sum()), [kept[i].origin for i in sorted(set(gathered["group"][bad].tolist()))]
 
 
-def kept_places(texts: tuple[str, ...], response_ids, tokenizer) -> list[int]:
-    """Which of `texts` a group's encoded `response_ids` are, in order, matched by token ids."""
+def kept_places(texts: tuple[str, ...], response_ids, tokenizer, eos: str = "none") -> list[int]:
+    """Which of `texts` a group's encoded `response_ids` are, in order, matched by token ids (each text ended by
+    data.eos `eos` as encoding ended it)."""
     places, scored = [], iter(response_ids)
     want = next(scored, None)
-    for k, ids in enumerate(CheckedIds(tokenizer)(list(texts))):
+    for k, ids in enumerate(CheckedIds(tokenizer)(EndOfSequence.of(tokenizer, eos).texts(list(texts)))):
         if want is not None and list(ids) == list(want):
             places.append(k)
             want = next(scored, None)

@@ -19,6 +19,7 @@ from rm.config.exportdir import RUN_CONFIG
 from rm.config.rundir import with_paths
 from rm.data.data_report import shown_path
 from rm.export.card_eval import eval_section
+from rm.export.conventions.eos_card import eos_section
 from rm.export.length_output import length_outputs_section
 from rm.export.merging.merge_card import merged_section
 from rm.export.objective_text import batch_unit, grouped, method, objective_rows, run_report
@@ -67,6 +68,8 @@ class CardFacts:
     """The length head's output is kept, last (`rm export --with-length-head`: rm/export/length_output.py)."""
     step_separator: str = ""
     """A process reward model's step separator (its card: rm/export/steps/step_card.py); "" for a reward model."""
+    eos_text: str = ""
+    """What data.eos puts after each response ("</s>", " </s>"); "" where the model reads a text without an EOS."""
     members: list | None = None
     """A merge's members (rm/scoring/weight_average.py's `MergedMember`s); None for one run's weights."""
 
@@ -276,7 +279,7 @@ def render_card(cfg: RunConfig, facts: CardFacts) -> str:
         )
         + (f"Why `trust_remote_code=True`: {facts.remote_code}\n\n" if facts.remote_code else "")
         + merged_section(facts)
-        + f"{tokenization_section(facts)}\n"
+        + f"{tokenization_section(facts)}\n{eos_section(cfg)}\n"
         f"{normalization_section(facts)}\n"
         f"{training_section(cfg, facts)}"
     )

@@ -28,8 +28,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rm.collate.loss_labels import for_loss
 from rm.config import RunConfig
 from rm.config.atomic import disk_full_explained, write_text
-from rm.config.exportdir import ExportDir, check_out_dir
+from rm.config.exportdir import EOS_KEY, ExportDir, check_out_dir
 from rm.config.rundir import RunDir, partial_folder, record_written, write_config
+from rm.data.formats.text_rule import response_end
 from rm.errors import ExportError
 from rm.evaluation.metrics import write_eval
 from rm.evaluation.summary import summarize_by_subset
@@ -184,6 +185,8 @@ def export_model(
         norm = normalization(scores, describe_training_data(cfg, len(data.train)))
 
     set_reward_config(hf, tokenizer.pad_token_id, norm, attribute_scales(cfg, attribute_names(hf)))
+    if cfg.data.eos != "none":  # how each response ends (rm/data/formats/text_rule.py): absent from config.json, none
+        setattr(hf.config, EOS_KEY, cfg.data.eos)
     names = attribute_names(hf)  # before a length output joins them
     if options.with_length_head:
         append_length_row(hf, cfg.model.head.length)
@@ -211,6 +214,7 @@ def export_model(
         davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
         vocab_size=len(tokenizer),
         step_separator=options.step_separator,
+        eos_text=response_end("", cfg.data.eos, tokenizer.eos_token or "") if cfg.data.eos != "none" else "",
         members=options.members,
     )
 

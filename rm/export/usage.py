@@ -68,10 +68,11 @@ def _example_lines(facts: Any) -> list[str]:
         ]
     prompt, good, bad = ILLUSTRATION["concat" if facts.chat_template == "concat" else "hh"]
     how = "" if facts.chat_template in ("hh", "concat") else " Written as HH text; see 'Tokenization' for this model's."
+    end = "  # each response ended as in training: see 'End of sequence'" if facts.eos_text else ""
     return [
         f"# An illustration, not one of the run's pairs: this model may rank it either way.{how}",
         f"prompt = {json.dumps(prompt)}",
-        f"responses = [{json.dumps(good)}, {json.dumps(bad)}]",
+        f"responses = [{json.dumps(good + facts.eos_text)}, {json.dumps(bad + facts.eos_text)}]{end}",
     ]
 
 
@@ -111,6 +112,8 @@ def usage_snippet(facts: Any) -> str:
             "",
             f"# Conversations: the chat template {what} the text the model was trained on",
             'messages = [{"role": "user", "content": "What is 2 plus 3?"}, {"role": "assistant", "content": "5."}]',
-            "print(pipe(tokenizer.apply_chat_template(messages, tokenize=False)))",
+            "print(pipe(tokenizer.apply_chat_template(messages, tokenize=False)"
+            + (f" + {json.dumps(facts.eos_text)}" if facts.eos_text else "")
+            + "))",
         ]
     return "\n".join(lines)

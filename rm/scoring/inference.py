@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from rm.config.exportdir import ExportDir
-from rm.config.loader import read_yaml, saved_text_version
+from rm.config.exportdir import ExportDir, model_eos
+from rm.config.loader import read_yaml, recorded_eos, saved_text_version
 from rm.config.rundir import WEIGHTS, RunDir
 from rm.data.formats.text_rule import TEXT_VERSION
 from rm.errors import ConfigError
@@ -63,6 +63,9 @@ class Loaded:
     step_separator: str = STEP_SEPARATOR
     """The text after the problem and after every step when steps are scored (rm/tokens/steps/step_tokens.py): a
     process-reward export's `rm_step_separator`, else the run's data.step_separator, else the default."""
+    eos: str = "none"
+    """How each response ends (data.eos: rm/data/formats/text_rule.py): an export's config.json `rm_eos`, a rebuilt
+    run's data.eos; none where neither records one."""
 
     @property
     def attributes(self) -> list[str]:
@@ -100,6 +103,7 @@ def load(
         data = ExportDir(path).section("data")
         loaded.split = {k: v for k, v in data.items() if k in SPLIT_KEYS}
         loaded.step_separator = model_separator(model.hf.config, saved_separator(data))
+        loaded.eos = model_eos(model.hf.config)
     else:
         model, tokenizer, run_length, weights = restored(run, dtype, device, purpose)
         loaded = Loaded(source, model, tokenizer, max_length or run_length, weights=weights)
@@ -110,6 +114,7 @@ def load(
             data = data if isinstance(data, dict) else {}
             loaded.split = {k: v for k, v in data.items() if k in SPLIT_KEYS}
             loaded.step_separator = saved_separator(data)
+            loaded.eos = recorded_eos(data.get("eos"), f"{config}: data.eos")
     check_positions(loaded.max_length, model.hf.config, "--max-length", source)
     return loaded
 

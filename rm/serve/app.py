@@ -8,9 +8,10 @@ to one caller at a time; one for the model keeps one forward on the device at a 
 prepared and scored the server watches its connection: a client that has gone has its work dropped, unscored.
 
 Routes (the contract the client, rm/client/, is written against): POST /score, /score_groups, /get_reward
-(OpenRLHF's remote reward protocol), /score_steps (a process reward per step: rm/serve/step_bodies.py), GET /health,
-/info. Errors are `{"error": "<one line>"}`; a 500 also carries
-`request_id`, which the log line about it names. Who may call is rm/serve/guards.py's (the Host name, the key).
+(OpenRLHF's remote reward protocol), /score_steps (a process reward per step: rm/serve/step_bodies.py), /classify and
+/pooling (vLLM's pooling API: rm/serve/vllm_api/), GET /health, /info. Errors are `{"error": "<one line>"}`, on
+vLLM's routes in vLLM's shape; a 500 also carries `request_id`, which the log line about it names. Who may call is
+rm/serve/guards.py's (the Host name, the key).
 /health answers 503 once a thread the server needs has died, and the server then stops (exit 1).
 """
 
@@ -38,11 +39,15 @@ from rm.serve.preparer import Preparer, PreparerStopped
 from rm.serve.scorer import Scorer
 from rm.serve.serve_config import ServeConfig
 from rm.serve.step_bodies import preparing_steps
+from rm.serve.vllm_api.vllm_answers import error_body, vllm_answer
+from rm.serve.vllm_api.vllm_requests import VllmError, preparing_vllm
 
 log = logging.getLogger("rm.serve")
 
-POSTS = ("score", "score_groups", "get_reward", "score_steps")
+POSTS = ("score", "score_groups", "get_reward", "score_steps", "classify", "pooling")
 """The POST routes; /info lists them."""
+VLLM_POSTS = ("classify", "pooling")
+"""The routes with vLLM's bodies, and vLLM's error shape."""
 
 
 def build_app(
@@ -99,6 +104,10 @@ class Routes:
     async def scored(self, route: str, body: bytes, request_id: str) -> dict:
         """The one recipe of every POST route: prepare (check, render, tokenize), score in batches, answer."""
         cfg = self.cfg
+        if route in VLLM_POSTS:
+            asked = await self.preparer.run(preparing_vllm(route, body, self.scorer, cfg.max_texts, cfg.on_too_long))
+            raw = asked.prepared.answers(await self.batcher.score(request_id, asked.prepared.jobs))
+            return vllm_answer(asked, raw, self.scorer, cfg.name, request_id)
         if route == "score_steps" and self.scorer.ensemble is not None:
             raise RequestError(400, STEPS_REFUSED)
         if route == "score_steps":
@@ -109,12 +118,19 @@ class Routes:
         return answer(route, prepared, raw, self.scorer, request_id)
 
     async def post(self, request: Request, route: str) -> JSONResponse:
-        request_id, cfg, reply = uuid.uuid4().hex[:12], self.cfg, self.reply
+        request_id, cfg = uuid.uuid4().hex[:12], self.cfg
+
+        def reply(content: dict, status: int = 200, param: str | None = None) -> JSONResponse:
+            if status != 200 and route in VLLM_POSTS:  # vLLM's error shape, request_id kept beside it
+                ids = {"request_id": content["request_id"]} if "request_id" in content else {}
+                content = error_body(status, content["error"], param) | ids
+            return self.reply(content, status)
+
         try:
             body = await read_body(request, cfg.max_body_bytes, cfg.read_timeout)
             result = await unless_gone(request.receive, self.scored(route, body, request_id))
         except RequestError as e:
-            return reply({"error": e.message}, e.status)
+            return reply({"error": e.message}, e.status, e.param if isinstance(e, VllmError) else None)
         except ClientDisconnect:  # gone before its body arrived: nobody reads this answer
             return reply({"error": "the client disconnected while sending the body"}, 400)
         except (ModelStopped, PreparerStopped):
@@ -158,9 +174,7 @@ class Routes:
                 "layout": scorer.layout_name,
                 "group_layout": scorer.group_layout_name,
                 "weights": scorer.weights,
-                "busy_seconds": round(batcher.busy, 3),
-                "scored": batcher.scored,
-                "tokens": batcher.tokens,
+                **batcher.counters(),
                 "on_too_long": cfg.on_too_long,
                 "max_texts": cfg.max_texts,
                 "max_body_bytes": cfg.max_body_bytes,
@@ -172,8 +186,10 @@ class Routes:
         )
 
     async def http_error(self, request: Request, exc: Exception) -> JSONResponse:
-        status = getattr(exc, "status_code", 500)
-        return self.reply({"error": str(getattr(exc, "detail", "error"))}, status)
+        status, message = getattr(exc, "status_code", 500), str(getattr(exc, "detail", "error"))
+        if request.url.path.strip("/") in VLLM_POSTS:  # e.g. a GET of /classify (405), in vLLM's shape
+            return self.reply(error_body(status, message), status)
+        return self.reply({"error": message}, status)
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

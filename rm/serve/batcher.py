@@ -73,12 +73,39 @@ class Batcher:
         """Responses scored since the start."""
         self.tokens = 0
         """Tokens computed since the start: in the shared layout a group's prompt once, padding not counted."""
+        self.requests = 0
+        """Requests queued for the model since the start (a request with no text to score is not)."""
+        self.groups = 0
+        """Groups received: a /score_groups group, or the texts of one flat request that share a prompt."""
+        self.prompt_tokens = 0
+        """Prompt tokens run through the model: a group's prompt once per part it is scored in, where the layout
+        (shared, or a cached prompt) computes it once for its responses; else once per response."""
         self.on_fatal = on_fatal
         self.died: BaseException | None = None
         """What ended the thread (a bug), or None while it runs."""
         self.lock = threading.Lock()  # a job is queued, or refused, never lost in between
         self.open: dict[int, Job] = {}
         """Jobs queued and not yet answered, by id: what a dying thread must fail."""
+
+    def counters(self) -> dict[str, float | int]:
+        """What GET /info reports of the model's work since the start: seconds in forwards, responses scored,
+        tokens computed (padding not counted), requests queued, groups received and prompt tokens computed."""
+        return {
+            "busy_seconds": round(self.busy, 3),
+            "scored": self.scored,
+            "tokens": self.tokens,
+            "requests": self.requests,
+            "groups": self.groups,
+            "prompt_tokens": self.prompt_tokens,
+        }
+
+    def _prompt_cost(self, group: EncodedGroup) -> int:
+        """Prompt tokens the model computes for `group`: once in the shared layout or on its prompt's cache (as
+        `Scorer.forward` scores a group of two or more responses where the model allows it), else once per response
+        (each response a row after its own copy of the prompt)."""
+        n = len(group.response_ids)
+        once = self.shared or (self.cached and n > 1 and not group.step_ends)
+        return len(group.prompt_ids) * (1 if once else n)
 
     def start(self) -> None:
         self.thread.start()
@@ -108,6 +135,8 @@ class Batcher:
                 raise ModelStopped(request_id)
             self.open[id(job)] = job
             self.queue.put(job)
+            self.requests += 1
+            self.groups += sum(len(item) for item in items)
         try:
             rewards = await future
         except asyncio.CancelledError:  # the client has gone: the thread drops the job before its next batch
@@ -231,6 +260,7 @@ class Batcher:
             rewards = self.forward(groups)
             self.scored += responses(groups)
             self.tokens += sum(cost(g, self.shared) for g in groups)
+            self.prompt_tokens += sum(self._prompt_cost(g) for g in groups)
         except Exception as e:  # noqa: BLE001 - any model failure fails this batch's requests, not the server
             failed = sorted({p.job.request_id for p in live})
             log.error("model error on a batch of requests %s: %s", ", ".join(failed), e, exc_info=True)

@@ -266,8 +266,12 @@ def query_texts(payload: dict, scorer: Scorer, max_texts: int) -> tuple[list[Mak
 def without_special_text(text: str, scorer: Scorer) -> str:
     """A decoded rollout without the special-token text the policy's decode left around it: padding and EOS at
     the end (and padding at the start), as OpenRLHF's own reward server removed them, and a BOS at the start
-    where the tokenizer puts one in front itself (rm adds it, as for every text, so it is not counted twice)."""
+    where the tokenizer puts one in front itself (rm adds it, as for every text, so it is not counted twice).
+    A model trained with an EOS ending its responses (data.eos) keeps one EOS where the rollout ended with it: the
+    text then ends as the policy wrote it (OpenRLHF's local reward model reads the reward there too), and scoring
+    adds none (rm/data/formats/text_rule.py: a text ending with EOS is not given a second)."""
     tok = scorer.tokenizer
+    ended = False  # an EOS was among the tail's special-token text
     heads = [t for t in (tok.pad_token, tok.bos_token if scorer.prefix else None) if t]
     tails = [t for t in (tok.pad_token, tok.eos_token) if t]
     changed = True
@@ -278,5 +282,5 @@ def without_special_text(text: str, scorer: Scorer) -> str:
                 text, changed = text[len(t) :], True
         for t in tails:
             if text.endswith(t):
-                text, changed = text[: -len(t)], True
-    return text
+                text, changed, ended = text[: -len(t)], True, ended or t == tok.eos_token
+    return text + tok.eos_token if ended and scorer.eos != "none" else text

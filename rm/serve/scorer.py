@@ -64,6 +64,8 @@ class Scorer:
     per member (rm/scoring/ensemble_model.py), which this rule combines (rm/scoring/ensemble.py); None: one model."""
     base_copies: int = 1
     """Transformers models held: an ensemble's LoRA members of one base share one (rm/scoring/ensemble_lora.py)."""
+    eos: str = "none"
+    """How each response ends (data.eos: rm/data/formats/text_rule.py), as the model was trained (`Loaded.eos`)."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
@@ -85,7 +87,7 @@ class Scorer:
         record's) as groups whose responses, group after group, are the texts in order: usually one group, more
         where a response had to be fitted on its own. The caller keeps items apart, since texts encoded together
         share one fitting."""
-        return encode_texts(self.tokenizer, texts, self.max_length, self.prefix)
+        return encode_texts(self.tokenizer, texts, self.max_length, self.prefix, self.eos)
 
     @torch.inference_mode()
     def forward(self, groups: list[EncodedGroup]) -> list[Output]:
@@ -178,7 +180,7 @@ def load_ensemble_scorer(names: tuple[str, ...], *, device: str, dtype: str, tru
     return Scorer(
         ", ".join(names), ensemble.model, first.tokenizer,
         first.max_length, layout, first.device, None, groups, weights, first.text_version, first.step_separator,
-        ensemble.rule, ensemble.base_copies,
+        ensemble.rule, ensemble.base_copies, first.eos,
     )  # fmt: skip
 
 
@@ -195,5 +197,5 @@ def scorer_of(loaded: Loaded, *, normalize: bool = False, prefix_cache: bool = T
             log.info("groups are scored in the shared layout, not on a cached prompt: %s", why_not)
     return Scorer(
         loaded.name, model, tokenizer, loaded.max_length, layout, dev, norm, groups, loaded.weights,
-        loaded.text_version, loaded.step_separator,
+        loaded.text_version, loaded.step_separator, eos=loaded.eos,
     )  # fmt: skip

@@ -61,8 +61,11 @@ WITH_TEMPLATE = (
 )
 WITHOUT_TEMPLATE = (
     "For a tokenizer without a chat template RewardBench formats with the fastchat conversation template named "
-    "on its command line (e.g. tulu) and appends EOS; rm renders HH text (\\n\\nHuman: ...\\n\\nAssistant: ...), "
-    "as it trains, so these numbers are rm's formatting, not a leaderboard run's"
+    "on its command line (e.g. tulu) and sets the pipeline tokenizer's add_eos_token = True. Under the transformers "
+    "it pins (4.51.0) only classes with that setting (LlamaTokenizerFast, GemmaTokenizerFast, ...) then append an "
+    "EOS; a plain PreTrainedTokenizerFast, rm's own tokenizers' class, ignores it and appends none. rm renders HH "
+    "text (\\n\\nHuman: ...\\n\\nAssistant: ...), as it trains, and ends each response as the model's data.eos "
+    "(config.json rm_eos) says, so these numbers are rm's formatting, not a leaderboard run's"
 )
 
 

@@ -102,8 +102,11 @@ def suite_model(
     return reward_model, tokenizer, max_length
 
 
-def encode_items(items: list[SuiteItem], tokenizer: PreTrainedTokenizerBase, max_length: int) -> EncodedItems:
-    """Each item's distinct responses, tokenized as training tokenizes them and fitted with their prompt."""
+def encode_items(
+    items: list[SuiteItem], tokenizer: PreTrainedTokenizerBase, max_length: int, eos: str = "none"
+) -> EncodedItems:
+    """Each item's distinct responses, tokenized as training tokenizes them (ended as data.eos `eos` ends them: the
+    model's, `model_eos`) and fitted with their prompt."""
     prefix = special_prefix(tokenizer)
     groups: list[EncodedGroup] = []
     slots, flat = [], 0
@@ -111,7 +114,7 @@ def encode_items(items: list[SuiteItem], tokenizer: PreTrainedTokenizerBase, max
         distinct = list(dict.fromkeys(item.responses))
         texts = [ScoreText(GROUP_KEY, item.prompt, r, item.turn_starts) for r in distinct]
         try:
-            encoded = encode_texts(tokenizer, texts, max_length, prefix)
+            encoded = encode_texts(tokenizer, texts, max_length, prefix, eos)
         except RecordError as e:  # an empty text with no BOS: nothing to read a reward at
             raise DataError(f"{item.origin}: {e.message}") from None
         place = {r: flat + k for k, r in enumerate(distinct)}

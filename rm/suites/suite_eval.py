@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from accelerate import Accelerator
 
+from rm.config.exportdir import model_eos
 from rm.data.data_report import DataReport
 from rm.data.formats.chat import Renderer
 from rm.data.formats.group import Example
@@ -105,7 +106,8 @@ def score_suite(
     renderer = Renderer(tokenizer, data.chat_template)
     items = load_items(suite, data.source, data.split, renderer, report, data.subsets)
     prior = load_prior_sets(data.prior_sets, renderer, report) if data.prior_sets else []
-    encoded = encode_items(items + prior, tokenizer, max_length)
+    eos = model_eos(reward_model.hf.config)  # how its responses ended in training (data.eos)
+    encoded = encode_items(items + prior, tokenizer, max_length, eos)
     layout = default_layout(reward_model, tokenizer.pad_token_id)
     flat = score_all(reward_model, encoded.groups, layout, options.batch_size, accelerator)
     shut_down(accelerator)  # every reward is on every process: the group's work is done

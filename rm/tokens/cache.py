@@ -74,8 +74,11 @@ def stat(file: Path) -> tuple[int, int]:
 
 
 def data_state(cfg: DataConfig) -> dict:
-    """Every input of loading: the source and each DataConfig field that changes the pairs."""
+    """Every input of loading and encoding: the source and each DataConfig field that changes the pairs or their ids
+    (data.eos among them; left out under none, so entries written before the key existed stay found)."""
     fields = {k: v for k, v in asdict(cfg).items() if k not in NOT_RESULT_FIELDS}
+    if fields.get("eos") == "none":
+        del fields["eos"]
     return {"source": source_state(cfg), "data": fields}
 
 

@@ -28,8 +28,9 @@ from rm.data.formats.pair import NO_LABELS
 from rm.data.heap import trim_heap
 from rm.data.labels import registered
 from rm.data.load import Example, LoadedData
+from rm.errors import ConfigError
 from rm.tokens.encode_report import EncodeReport, percentiles
-from rm.tokens.ids import CheckedIds, ids_ahead
+from rm.tokens.ids import CheckedIds, EndOfSequence, ids_ahead
 from rm.tokens.steps.step_encode import encode_step_groups, has_steps
 from rm.tokens.store import OPTIONAL, EncodedGroup, EncodedSplit, record_batch
 from rm.tokens.tokenizer import special_prefix
@@ -72,12 +73,12 @@ def prompt_id(prompt: str) -> int:
     return int.from_bytes(hashlib.blake2b(prompt.encode(), digest_size=8).digest(), "little", signed=True)
 
 
-def texts_of(items: list[Example]) -> tuple[list[str], list[int]]:
-    """Every item's prompt then its responses, flat, and where each item's texts start ([items + 1])."""
+def texts_of(items: list[Example], end: EndOfSequence) -> tuple[list[str], list[int]]:
+    """Every item's prompt then its responses (ended by data.eos), flat, and where each item's texts start."""
     texts, starts = [], [0]
     for item in items:
         texts.append(item.prompt)
-        texts += responses_of(item)
+        texts += end.texts(responses_of(item))
         starts.append(len(texts))
     return texts, starts
 
@@ -176,6 +177,7 @@ def encode_kept(
     progress: str = "",
     consume: bool = False,
     attribute_names: Sequence[str] | None = None,
+    eos: str = "none",
 ) -> tuple[EncodedSplit, EncodeReport, np.ndarray]:
     """`encode_pairs`, and the position in `pairs` of each group kept (eval lists the dropped ones by pair).
 
@@ -184,8 +186,12 @@ def encode_kept(
 
     `consume`: the caller hands `pairs` over; each chunk's items leave the list once encoded (it ends empty), so
     their texts are freed while the ids grow: the cold run of scripts/bench_data.py on the real-HH variant
-    peaked at 1.10 GiB during encoding with the texts held to the end."""
-    if has_steps(pairs):  # stepwise data
+    peaked at 1.10 GiB during encoding with the texts held to the end. `eos`: data.eos, how each response ends
+    (rm/tokens/ids.py's `EndOfSequence`)."""
+    end = EndOfSequence.of(tokenizer, eos)
+    if has_steps(pairs):  # stepwise data: each step is scored at its own last token, and no EOS follows a step
+        if eos != "none":
+            raise ConfigError(f"data.eos={eos}: stepwise data is scored at each step's end; set data.eos=none")
         return encode_step_groups(pairs, tokenizer, max_length, subset_names, prompt_id, progress)
     prefix, index, report = special_prefix(tokenizer), {name: i for i, name in enumerate(subset_names)}, EncodeReport()
     batches, positions = [], []
@@ -204,7 +210,7 @@ def encode_kept(
     # Redrawn at most every 10 s when stderr is a log file rather than a terminal.
     interval = 0.1 if sys.stderr.isatty() else 10.0
     bar = tqdm(total=len(pairs), desc=progress, unit="pairs", disable=not progress, mininterval=interval)
-    chunks = [texts_of(pairs[s : s + CHUNK]) for s in range(0, len(pairs), CHUNK)]
+    chunks = [texts_of(pairs[s : s + CHUNK], end) for s in range(0, len(pairs), CHUNK)]
     texts = (t for t, _ in chunks)
     for n, encoded in enumerate(ids_ahead(many, texts)):  # the next chunk tokenizing meanwhile
         start, starts = n * CHUNK, chunks[n][1]
@@ -212,7 +218,7 @@ def encode_kept(
         shorter = later_turn_ids(chunk, encoded, starts, many, max_length, prefix, longest)
         fitted = []  # this chunk's groups as lists, gone once they are an Arrow record batch
         for k, item in enumerate(chunk):
-            prompt, responses = encoded[starts[k]], encoded[starts[k] + 1 : starts[k + 1]]
+            prompt, responses = encoded[starts[k]], end.checked(encoded[starts[k] + 1 : starts[k + 1]])
             report.pair_tokens.append(len(prefix) + len(prompt) + max(len(r) for r in responses))
             fit = fitted_group(item, prompt, responses, max_length, prefix, lambda _, k=k, s=shorter: s[k], report)
             if fit is None:
@@ -246,30 +252,31 @@ def encode_pairs(
     progress: str = "",
     consume: bool = False,
     attribute_names: Sequence[str] | None = None,
+    eos: str = "none",
 ) -> tuple[EncodedSplit, EncodeReport]:
     """Tokenize prompt and responses separately; fit each pair into `max_length` (rm/tokens/truncation.py).
 
     Texts are tokenized CHUNK pairs at a time (the same ids as one call per text), and each chunk becomes
     an Arrow record batch straight away, so no list of Python ints outlives its chunk (rm/tokens/store.py);
-    `progress` names a progress bar (pairs/s), none if empty; `consume` and `attribute_names` as `encode_kept`'s.
-    """
-    split, report, _ = encode_kept(pairs, tokenizer, max_length, subset_names, progress, consume, attribute_names)
+    `progress` names a progress bar (pairs/s), none if empty; `consume`, `attribute_names` and `eos` as
+    `encode_kept`'s."""
+    split, report, _ = encode_kept(pairs, tokenizer, max_length, subset_names, progress, consume, attribute_names, eos)
     return split, report
 
 
 def encode_splits(
     data: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], progress: bool = False,
-    consume: bool = False, attribute_names: Sequence[str] | None = None,
+    consume: bool = False, attribute_names: Sequence[str] | None = None, eos: str = "none",
 ) -> Encoding:  # fmt: skip
     """Both splits tokenized (progress bars if asked); `Encoding.warn` says what fitting cost. `consume`: the
     splits' pairs leave `data` as they are encoded (`encode_kept`), for a caller that reads only the ids after.
-    Both store the attribute scores of every name the data's report found (or of `attribute_names`)."""
+    Both store the attribute scores of every name the data's report found (or of `attribute_names`); `eos`: data.eos."""
     names = attribute_names if attribute_names is not None else report_attribute_names(data.report)
     train, train_report = encode_pairs(
-        data.train, tokenizer, max_length, subsets, "tokenizing train" * progress, consume, names
+        data.train, tokenizer, max_length, subsets, "tokenizing train" * progress, consume, names, eos
     )
     held, eval_report = encode_pairs(
-        data.eval, tokenizer, max_length, subsets, "tokenizing eval" * progress, consume, names
+        data.eval, tokenizer, max_length, subsets, "tokenizing eval" * progress, consume, names, eos
     )
     return Encoding(train, held, max_length, {"train": train_report, "eval": eval_report})
 

@@ -20,10 +20,14 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase, TokenizersBackend
+
+from rm.data.formats.text_rule import response_end
+from rm.errors import ConfigError
 
 THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 """Threads a batch call is spread over: the cores this process may run on."""
@@ -125,3 +129,47 @@ def ids_ahead(many: Callable[[list[str]], list], batches: Iterable[list[str]]) -
             yield done
             done = upcoming.result()
     yield done
+
+
+@dataclass(frozen=True)
+class EndOfSequence:
+    """data.eos for one tokenizer: the one place where a response gets its end (rm/data/formats/text_rule.py's
+    `response_end`) before it is tokenized, and where its ids are checked to end with the EOS id. Training and
+    `rm eval` (rm/tokens/encode.py), `rm score`, the suites and `rm serve` (rm/evaluation/score_file.py's
+    `encode_texts`) all tokenize responses through it. The truncation rule never cuts a response's end
+    (rm/tokens/truncation.py), so the EOS stays the last token, where the reward is read."""
+
+    eos: str
+    """data.eos: none, eos or space_eos."""
+    token: str = ""
+    """The tokenizer's EOS text ('' under none)."""
+    token_id: int = -1
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, eos: str) -> EndOfSequence:
+        """The convention for `tokenizer`; one that needs an EOS the tokenizer lacks is a one-line ConfigError."""
+        if eos == "none":
+            return cls(eos)
+        token, token_id = getattr(tokenizer, "eos_token", None), getattr(tokenizer, "eos_token_id", None)
+        if not token or token_id is None:
+            raise ConfigError(
+                f"data.eos={eos}: the tokenizer {type(tokenizer).__name__} has no eos_token; set data.eos=none, "
+                "or give a tokenizer with one"
+            )
+        return cls(eos, token, int(token_id))
+
+    def texts(self, responses: Sequence[str]) -> list[str]:
+        """The responses' texts as tokenized: each ended by the convention."""
+        if self.eos == "none":
+            return list(responses)
+        return [response_end(r, self.eos, self.token) for r in responses]
+
+    def checked(self, ids: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
+        """The responses' ids, refused in one line unless each ends with the EOS id (a tokenizer that splits its
+        special tokens' text, `split_special_tokens=True`, would read the EOS text as plain text)."""
+        if self.eos != "none" and any(not len(r) or r[-1] != self.token_id for r in ids):
+            raise ConfigError(
+                f"data.eos={self.eos}: this tokenizer does not read its eos_token {self.token!r} as its id "
+                f"{self.token_id} (split_special_tokens?); set data.eos=none, or give a tokenizer that does"
+            )
+        return ids

@@ -75,7 +75,7 @@ def inspect_source(
         return [len(ids) for ids in tokenizer(items, add_special_tokens=False, verbose=False)["input_ids"]]
 
     subsets = sorted(subset_counts(pairs))
-    _, enc = encode_pairs(pairs, tokenizer, max_length, subsets)
+    _, enc = encode_pairs(pairs, tokenizer, max_length, subsets, eos=cfg.eos)  # the fitting as data.eos ends texts
     head = {"source": cfg.source, "split": split, "formats": report.notes.get("formats", {})}
     grouped = any(isinstance(p, Group) for p in pairs)
     shape = _group_lengths(pairs, lengths) if grouped else _pair_lengths(pairs, lengths)

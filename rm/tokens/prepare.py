@@ -137,9 +137,11 @@ def encoded(cfg: RunConfig, loaded: LoadedData, tokenizer: PreTrainedTokenizerBa
     subsets = sorted(set(counts["train"]) | set(counts["eval"]))
     max_length, n = cfg.collator.max_length, cfg.data.num_proc
     if n > 1:
-        encoding = encode_in_processes(loaded, tokenizer, max_length, subsets, n)
+        encoding = encode_in_processes(loaded, tokenizer, max_length, subsets, n, cfg.data.eos)
     else:
-        encoding: Encoding = encode_splits(loaded, tokenizer, max_length, subsets, progress, consume=True)
+        encoding: Encoding = encode_splits(
+            loaded, tokenizer, max_length, subsets, progress, consume=True, eos=cfg.data.eos
+        )
     encoding.warn()
     loaded.report.notes["encoding"] = encoding.note()
     release_texts(loaded)  # training reads only the ids from here on
@@ -166,8 +168,9 @@ def generated_dir(cfg: RunConfig) -> str | None:
 
 
 def _encode_share(job: tuple) -> tuple[pa.Table, pa.Table, EncodeReport, EncodeReport]:
-    train, held, tokenizer, max_length, subsets, names = job
-    done = encode_splits(LoadedData(train, held, DataReport()), tokenizer, max_length, subsets, attribute_names=names)
+    train, held, tokenizer, max_length, subsets, names, eos = job
+    loaded = LoadedData(train, held, DataReport())
+    done = encode_splits(loaded, tokenizer, max_length, subsets, attribute_names=names, eos=eos)
     return split_to_table(done.train), split_to_table(done.eval), done.reports["train"], done.reports["eval"]
 
 
@@ -189,13 +192,14 @@ def _renumbered(tables: list[pa.Table]) -> EncodedSplit:
 
 
 def encode_in_processes(
-    loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], n: int
+    loaded: LoadedData, tokenizer: PreTrainedTokenizerBase, max_length: int, subsets: list[str], n: int, eos: str
 ) -> Encoding:
     def share(pairs: list, i: int) -> list:
         return pairs[len(pairs) * i // n : len(pairs) * (i + 1) // n]
 
     names = attribute_names(loaded.report)  # every share stores the whole data's names
-    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets, names) for i in range(n)]
+    jobs = [(share(loaded.train, i), share(loaded.eval, i), tokenizer, max_length, subsets, names, eos)
+            for i in range(n)]  # fmt: skip
     with multiprocessing.get_context("fork").Pool(n) as pool:
         shares = pool.map(_encode_share, jobs)
     reports = {split: EncodeReport.merged([s[2 + k] for s in shares]) for k, split in enumerate(("train", "eval"))}
@@ -216,8 +220,10 @@ def run_tokenizer_dir(cfg: RunConfig) -> Path:
 
 
 def bpe_key(cfg: RunConfig) -> str:
+    """The BPE's key: the data and BPE settings, not data.eos (the BPE learns the texts as written)."""
     t = cfg.tokenizer
-    return cache.digest(cache.data_state(cfg.data), "bpe", t.vocab_size, t.train_pairs, cfg.data.split_seed)
+    data = cache.data_state(replace(cfg.data, eos="none"))
+    return cache.digest(data, "bpe", t.vocab_size, t.train_pairs, cfg.data.split_seed)
 
 
 def train_run_bpe(cfg: RunConfig, train: list[Example], is_main: bool) -> PreTrainedTokenizerBase:

@@ -58,7 +58,9 @@ class SuiteEvals:
                 continue
             suite = get_suite(s.suite)
             items = load_items(suite, s.data, s.split, renderer, DataReport("error"))
-            self.loaded.append(Loaded(suite, items, encode_items(items, tokenizer, cfg.collator.max_length)))
+            self.loaded.append(
+                Loaded(suite, items, encode_items(items, tokenizer, cfg.collator.max_length, cfg.data.eos))
+            )
             log.info("suite %s: %d records, %d texts (%d cut to fit collator.max_length)", suite.name, len(items),
                      self.loaded[-1].encoded.responses, self.loaded[-1].encoded.truncated)  # fmt: skip
             for note in suite.notes(items) if accelerator.is_main_process else []:  # said once, before training

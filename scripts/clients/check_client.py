@@ -182,13 +182,8 @@ def rewardbench(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
     return {"RewardBenchPipeline": {name: logits[:, i].tolist() for i, name in enumerate(names_of(model))}}
 
 
-def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
-    """get_llm_for_sequence_regression(model_type="reward"), tokenized as OpenRLHF does (chat template,
-    add_special_tokens=False, right padding); raw and with normalize_reward (config.mean / config.std).
-
-    Two stand-ins, because OpenRLHF installs only with CUDA: `flash_attn` (imported at module level by
-    its ring-attention helpers, unused without sample packing) is an empty module, and param_dtype
-    accepts "fp32" (OpenRLHF knows only bf16/fp16; float32 is needed to compare at 1e-4)."""
+def openrlhf_model_factory():
+    """OpenRLHF's get_llm_for_sequence_regression, imported with the stand-ins `openrlhf` names (flash_attn, fp32)."""
     import transformers.modeling_utils  # noqa: F401 - before the stubs, so transformers sees no flash_attn
 
     stubs = ("flash_attn", "flash_attn.bert_padding", "flash_attn.utils", "flash_attn.utils.distributed")
@@ -198,13 +193,26 @@ def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
             setattr(module, attr, None)
     import openrlhf.utils.utils as utils
     from openrlhf.models import get_llm_for_sequence_regression
-    from transformers import AutoTokenizer
 
     for name in stubs:  # only OpenRLHF's imports see them; transformers finds no flash_attn
         del sys.modules[name]
+    if not getattr(utils.convert_to_torch_dtype, "knows_fp32", False):
+        original = utils.convert_to_torch_dtype
+        utils.convert_to_torch_dtype = lambda d: torch.float32 if d == "fp32" else original(d)
+        utils.convert_to_torch_dtype.knows_fp32 = True
+    return get_llm_for_sequence_regression
 
-    original = utils.convert_to_torch_dtype
-    utils.convert_to_torch_dtype = lambda d: torch.float32 if d == "fp32" else original(d)
+
+def openrlhf(folder: Path, cases: list[dict]) -> dict[str, list[float]]:
+    """get_llm_for_sequence_regression(model_type="reward"), tokenized as OpenRLHF does (chat template,
+    add_special_tokens=False, right padding); raw and with normalize_reward (config.mean / config.std).
+
+    Two stand-ins, because OpenRLHF installs only with CUDA: `flash_attn` (imported at module level by
+    its ring-attention helpers, unused without sample packing) is an empty module, and param_dtype
+    accepts "fp32" (OpenRLHF knows only bf16/fp16; float32 is needed to compare at 1e-4)."""
+    from transformers import AutoTokenizer
+
+    get_llm_for_sequence_regression = openrlhf_model_factory()
     tok = AutoTokenizer.from_pretrained(folder)
     texts = []
     for c in cases:

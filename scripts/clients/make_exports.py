@@ -13,6 +13,9 @@ each answer's text: see `scores_of`); its export has 1 + 2 outputs, and `reward-
 --reward-only` of the same run (one output, the reward). `rm score` of the attributes export is the reference
 for both: its `*_reward` for output 0 (and for the reward-only export), its `*_attributes` for outputs 1 and 2.
 
+Two more runs, `eos` and `space-eos`, are `random`'s with `data.eos: eos` and `data.eos: space_eos`: the
+end-of-sequence checks (scripts/clients/eos_exports.py writes their references, on real HH pairs).
+
     python scripts/clients/make_exports.py WORK_DIR
 """
 
@@ -164,6 +167,8 @@ def cases(exports: list[Path]) -> list[dict]:
 
 
 def main(work: Path) -> None:
+    import eos_exports  # beside this file; here, so tests/export/test_compat.py's import of this module stays light
+
     work.mkdir(parents=True, exist_ok=True)
     data = synthetic.write_dataset(work / "synthetic-for-bos-tokenizer", n_train=600, n_eval=10, seed=1)
     base = pretrained_with_bos(work / "pretrained-bos", data)
@@ -175,7 +180,7 @@ def main(work: Path) -> None:
         "bos": [f"model.name_or_path={base}"],
         "attributes": [f"data.source={scored}", f"model.head.attributes=[{','.join(ATTRIBUTES)}]"],
     }
-    for name, extra in runs.items():
+    for name, extra in (runs | eos_exports.EOS_RUNS).items():
         if not (work / name / "export" / "config.json").is_file():
             train(load_config(quickstart, RUN + extra + [f"output_dir={work / name}"]))
     env = os.environ | {"PYTHONPATH": str(REPO)}
@@ -194,6 +199,7 @@ def main(work: Path) -> None:
         cmd = [sys.executable, "-m", "rm", "score", "--model", str(work / name / "export")]
         args = ["--input", str(work / "cases.jsonl"), "--out", str(out), "--overwrite"]  # a rerun on a kept WORK_DIR
         subprocess.run([*cmd, *args], check=True, cwd=REPO, env=env)
+    eos_exports.main(work, MAX_LENGTH)
     print(f"exports and rm score references in {work}: {', '.join(runs)}, reward-only; {len(found)} cases")
 
 

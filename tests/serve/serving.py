@@ -188,3 +188,16 @@ def live_server(
         yield server.wait(timeout)
     finally:
         server.kill()
+
+
+def with_chat_template(export: Path, folder: Path) -> Path:
+    """A copy of `export` at `folder` whose tokenizer has `TEMPLATE`: conversations are rendered with it."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(export, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(folder)
+    return folder

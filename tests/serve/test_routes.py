@@ -6,8 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from serving import TEMPLATE, client, padded, scorer_for, text_reference
-from transformers import AutoTokenizer
+from serving import client, padded, scorer_for, text_reference, with_chat_template
 
 import rm
 from rm.collate import scoring
@@ -27,12 +26,7 @@ def scorer(exported_tiny):
 @pytest.fixture(scope="module")
 def chat_export(exported_tiny, tmp_path_factory):
     """The tiny export with a chat template: conversations are rendered with it, as `rm score` renders them."""
-    folder = tmp_path_factory.mktemp("chat") / "export"
-    shutil.copytree(exported_tiny, folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(folder)
-    return folder
+    return with_chat_template(exported_tiny, tmp_path_factory.mktemp("chat") / "export")
 
 
 def rm_score(scorer, records: list[dict], tmp_path) -> list[dict]:
@@ -157,6 +151,7 @@ def test_health_and_info(scorer):
     (group,) = scorer.encode([ScoreText(GROUP_KEY, hh, " " + r) for r in ["a", "bb", "ccc"]])
     prompt_once = len(group.prompt_ids) + sum(len(r) for r in group.response_ids)
     assert info.pop("scored") == 3 and info.pop("tokens") == prompt_once and info.pop("busy_seconds") > 0
+    assert (info.pop("requests"), info.pop("groups"), info.pop("prompt_tokens")) == (1, 1, len(group.prompt_ids))
     assert info == {
         "model": scorer.name,
         "max_length": 512,
@@ -169,7 +164,7 @@ def test_health_and_info(scorer):
         "on_too_long": "error",
         "max_texts": 7,
         "max_body_bytes": 8 << 20,
-        "routes": ["/score", "/score_groups", "/get_reward", "/score_steps"],
+        "routes": ["/score", "/score_groups", "/get_reward", "/score_steps", "/classify", "/pooling"],
         "step_separator": "\n\n",  # a reward export's: its run's data.step_separator, the default
         "version": rm.__version__,
     }

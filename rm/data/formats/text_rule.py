@@ -19,11 +19,25 @@ run and export (rm/config/exportdir.py reads it back), so an export is scored by
 Whole texts are not prompts and are read as written in both versions: HH `chosen`/`rejected` conversations, `text`
 and `transcript` fields, and the pairwise `prompt`/`chosen`/`rejected` strings, which TRL's and OpenRLHF's standard
 format train as `prompt + chosen` with nothing between (the export's chat template then concatenates too).
+
+How a response ends is the rule's last step, `data.eos` (saved beside `data.text_version`; an export keeps it in
+config.json as `rm_eos`, and one without the record is read as none), applied by `response_end` to every response
+that training, `rm eval`, `rm score`, the suites and `rm serve` tokenize (through rm/tokens/ids.py's `EndOfSequence`):
+
+- none (the default): as written; the reward is read at the response's own last token.
+- eos: the tokenizer's EOS text after it, as TRL's `RewardTrainer` (1.16, `_prepare_dataset`) appends
+  `eos_token` to a plain-text chosen and rejected that do not already end with it before tokenizing.
+- space_eos: trailing newlines dropped, then " " and the EOS text, as OpenRLHF's `RewardDataset` (0.11.2,
+  `__getitem__`) writes `(prompt + response).rstrip("\n") + " " + eos_token` unless that already ends with EOS.
+
+A text already ending with the EOS text is kept as it is in both (never two EOS), so a rollout decoded with its EOS
+(OpenRLHF's PPO sends those) reads as the policy wrote it. Both tools tokenize the EOS as text, so the EOS id is
+what the tokenizer makes of that text (its eos id: checked where the ids are made).
 """
 
 from __future__ import annotations
 
-from rm.config.checks import TEXT_VERSIONS
+from rm.config.checks import EOS_CONVENTIONS, TEXT_VERSIONS
 from rm.data.formats.chat import Message, Renderer
 from rm.data.formats.hh import ASSISTANT, HUMAN, parse_turns
 from rm.errors import RecordError
@@ -72,3 +86,15 @@ def prompt_messages(
 def answer_message(text: str, after_hh: bool) -> Message:
     """A string response as the assistant's message: after an HH prompt its first space is the tag's."""
     return Message("assistant", text.removeprefix(" ") if after_hh else text)
+
+
+def response_end(response: str, eos: str, eos_token: str) -> str:
+    """A response's text as `eos` (data.eos, one of EOS_CONVENTIONS) ends it, `eos_token` being the tokenizer's EOS
+    text; a response already ending with that text is not given a second one."""
+    if eos not in EOS_CONVENTIONS:
+        raise ValueError(f"data.eos: {eos!r} is not one of {EOS_CONVENTIONS}")
+    if eos == "space_eos":
+        response = response.rstrip("\n")
+    if eos == "none" or response.endswith(eos_token):
+        return response
+    return response + (" " if eos == "space_eos" else "") + eos_token
