@@ -214,7 +214,7 @@ def export_model(
         davidson_nu=getattr(hf.config, "rm_davidson_nu", None),
         vocab_size=len(tokenizer),
         step_separator=options.step_separator,
-        eos_text=response_end("", cfg.data.eos, tokenizer.eos_token or "") if cfg.data.eos != "none" else "",
+        eos_text=response_end("", cfg.data.eos, tokenizer.eos_token or ""),  # "" under none
         members=options.members,
     )
 

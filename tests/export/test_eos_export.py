@@ -10,6 +10,7 @@ import yaml
 
 from conftest import stopped_run, tiny_model
 from rm.config import RunConfig
+from rm.data.formats.text_rule import response_end
 from rm.errors import ConfigError
 from rm.export.folder import Weights, export_model
 from rm.scoring.inference import load
@@ -29,13 +30,19 @@ def test_the_convention_is_recorded_and_read_back(tokenizer, tmp_path, eos):
     assert load(str(folder), device="cpu").eos == eos
     card = (folder / "README.md").read_text()
     assert "## End of sequence" in card and f"`data.eos: {eos}`" in card and "RewardTrainer" in card
+    # The usage snippet ends its illustration's responses and the chat template's text as training ended them.
+    end = json.dumps(response_end("", eos, tokenizer.eos_token))
+    assert f'{end[1:-1]}"]  # each response ended as in training' in card
+    assert f"apply_chat_template(messages, tokenize=False) + {end}))" in card
 
 
 def test_none_writes_no_key_and_an_export_without_a_record_is_none(tokenizer, tmp_path):
     folder = exported(tokenizer, tmp_path, "none")
     assert "rm_eos" not in json.loads((folder / "config.json").read_text())
     assert load(str(folder), device="cpu").eos == "none"
-    assert "`data.eos: none`" in (folder / "README.md").read_text()
+    card = (folder / "README.md").read_text()
+    assert "`data.eos: none`" in card and "apply_chat_template(messages, tokenize=False)))" in card
+    assert "ended as in training" not in card
     old = exported(tokenizer, tmp_path / "old", "eos")
     config = json.loads((old / "config.json").read_text())
     del config["rm_eos"]
