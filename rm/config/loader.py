@@ -214,6 +214,12 @@ def saved_text_version(path: str | Path) -> int:
     return version
 
 
+def saved_eos(path: str | Path) -> str:
+    """data.eos of a config rm saved ("none" where it has none: the rule before the key existed)."""
+    data = read_yaml(path).get("data") or {}
+    return recorded_eos(data.get("eos") if isinstance(data, dict) else None, f"{path}: data.eos")
+
+
 def recorded_eos(value: Any, where: str) -> str:
     """data.eos as a saved run config or an export's config.json (`rm_eos`) records it: absent (None) is "none",
     the rule of every run saved before the key existed; anything but a known convention names `where`."""

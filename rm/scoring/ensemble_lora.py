@@ -17,16 +17,23 @@ found equal to the ones in memory: one that differs (another base, a vocabulary 
 loaded whole instead, said in one log line. A member's rewards equal those it gets loaded alone (merged) within float
 rounding (tests/scoring/ checks 1e-5).
 
-A member's forward on a large batch runs on its merged weights, built per layer as it is reached and dropped after
-(`fuse_large_batches`): peft's unmerged forward adds two thin matrix products per layer per token, which on the CPU
-cost more than building W + s B A once per layer, while merging in place and back would drift the shared base by a
-rounding error per switch, and merged copies kept per member would hold the base M times.
+Which adapter a forward runs is set per thread (`activate`), not by peft's `set_adapter`, one setting for the whole
+model: `rm serve` scores the parts of a batch in several threads at once (rm/serve/batcher.py), each going through
+the members in its own order. Every LoRA layer and score-head copy of a shared base reads the thread's adapter
+(`per_thread_adapters`); a base holding a layer that cannot (a LoRA variant such as DoRA, another kind of adapted
+layer) is switched with `set_adapter` instead, and its ensemble is run in one thread (`Ensemble.threads_safe`).
+
+A member's forward on a large batch runs on its merged weights, built per layer as it is reached and dropped after:
+peft's unmerged forward adds two thin matrix products per layer per token, which on the CPU cost more than building
+W + s B A once per layer, while merging in place and back would drift the shared base by a rounding error per
+switch, and merged copies kept per member would hold the base M times.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -53,6 +60,9 @@ log = logging.getLogger("rm.scoring")
 
 SAVED_ADAPTER = "default"
 """The adapter name training saves under (peft's default): `.default.` in every LoRA and head-copy tensor name."""
+
+ACTIVE = threading.local()
+"""`ACTIVE.name`: the adapter this thread's forwards run on the bases whose layers read it (`per_thread_adapters`)."""
 
 
 @dataclass
@@ -141,40 +151,77 @@ class SharedBases:
                 return None
             members.append(name)
         loaded = member(name, peft, tokenizer, source, max_length, adapter_of.norm())
-        return loaded, lambda: peft.set_adapter(adapter, True)
+        return loaded, lambda: activate(peft, adapter)
 
-    def finish(self, dtype: str, device: str) -> None:
-        """Every base, with its adapters, to the dtype and device asked (after every comparison, made as saved)."""
+    def finish(self, dtype: str, device: str) -> bool:
+        """Every base, with its adapters, to the dtype and device asked (after every comparison, made as saved);
+        whether every base reads each thread's adapter (its members may run in several threads at once)."""
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        own = True
         for peft, _ in self.bases.values():
             peft.to(DTYPES[dtype]).eval().to(device)
-            fuse_large_batches(peft)
+            peft.rm_per_thread = per_thread_adapters(peft)
+            own = own and peft.rm_per_thread
+        return own
 
 
-def fuse_large_batches(peft: nn.Module) -> None:
-    """Every plain LoRA linear layer of `peft` (not DoRA or another variant, not a transposed Conv1D base) runs on
-    its active adapter's merged weight, built for the forward and dropped, wherever that costs fewer multiply-adds
-    than the unmerged product: rows x (in + out) > in x out, a batch of more rows than about half a square layer."""
-    from peft.tuners.lora import Linear
+def activate(peft: nn.Module, adapter: str) -> None:
+    """`adapter` for this thread's next forwards on `peft`; with peft's `set_adapter` too where a layer of it does
+    not read the thread's (then the ensemble runs in one thread)."""
+    ACTIVE.name = adapter
+    if not getattr(peft, "rm_per_thread", False):
+        peft.set_adapter(adapter, True)
 
+
+def per_thread_adapters(peft: nn.Module) -> bool:
+    """Every plain LoRA linear layer and score-head copy of `peft` made to run the thread's adapter (`ACTIVE`);
+    whether none is left that reads peft's one active adapter (a LoRA variant, another adapted layer)."""
+    from peft.tuners.lora import Linear, LoraLayer
+    from peft.utils.other import ModulesToSaveWrapper
+
+    own = True
     for module in peft.modules():
-        if isinstance(module, Linear) and isinstance(module.base_layer, nn.Linear) and not module.fan_in_fan_out:
-            module.forward = types.MethodType(fused_forward, module)
+        if isinstance(module, Linear) and not module.lora_variant:
+            module.forward = types.MethodType(lora_forward, module)
+        elif isinstance(module, ModulesToSaveWrapper):
+            module.forward = types.MethodType(head_forward, module)
+        elif isinstance(module, LoraLayer):
+            own = False
+    return own
 
 
-def fused_forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-    """peft's LoRA forward, on the merged weight W + s B A of the one active adapter where that is cheaper."""
+def lora_forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    """peft's LoRA forward for the thread's adapter: on its merged weight W + s B A, built for this call, where that
+    costs fewer multiply-adds than the unmerged product (rows x (in + out) > in x out: a batch of more rows than
+    about half a square layer) and the base is a plain linear layer; else base + s B A x."""
     from peft.tuners.lora import Linear
 
-    active = self.active_adapters
-    rows = x.numel() // x.shape[-1]
-    small = rows * (self.in_features + self.out_features) <= self.in_features * self.out_features
-    plain = len(active) == 1 and active[0] in self.lora_A and active[0] not in self.lora_variant
-    if small or args or kwargs or not plain or self.disable_adapters or self.merged:
+    adapter = getattr(ACTIVE, "name", None)
+    if adapter is None or args or kwargs or self.disable_adapters or self.merged:
         return Linear.forward(self, x, *args, **kwargs)
-    weight = self.base_layer.weight + self.get_delta_weight(active[0])
-    return F.linear(x.to(weight.dtype), weight, self.base_layer.bias)
+    if adapter not in self.lora_A:  # a member whose run adapted other layers
+        return self.base_layer(x)
+    rows = x.numel() // x.shape[-1]
+    large = rows * (self.in_features + self.out_features) > self.in_features * self.out_features
+    if large and isinstance(self.base_layer, nn.Linear) and not self.fan_in_fan_out:
+        weight = self.base_layer.weight + self.get_delta_weight(adapter)
+        return F.linear(x.to(weight.dtype), weight, self.base_layer.bias)
+    result = self.base_layer(x)
+    lora_a, lora_b = self.lora_A[adapter], self.lora_B[adapter]
+    delta = lora_b(lora_a(self.lora_dropout[adapter](x.to(lora_a.weight.dtype)))) * self.scaling[adapter]
+    return (result + delta).to(result.dtype)
+
+
+def head_forward(self, *args, **kwargs) -> torch.Tensor:
+    """peft's score-head wrapper for the thread's adapter: its trained copy, or the original where it has none."""
+    from peft.utils.other import ModulesToSaveWrapper
+
+    adapter = getattr(ACTIVE, "name", None)
+    if adapter is None or kwargs.get("adapter_names") is not None or self.disable_adapters:
+        return ModulesToSaveWrapper.forward(self, *args, **kwargs)
+    module = self.modules_to_save[adapter] if adapter in self.modules_to_save else self.original_module
+    return module(*args, **kwargs)
 
 
 def member(name: str, peft: nn.Module, tokenizer, source: Source, max_length: int,

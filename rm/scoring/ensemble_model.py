@@ -85,6 +85,8 @@ class Ensemble:
     rule: EnsembleRule
     base_copies: int
     """Transformers models held in memory: one per base that LoRA members share, one per other distinct member."""
+    threads_safe: bool = True
+    """Its forwards may run in several threads at once: each shared base reads the thread's adapter."""
 
     @property
     def first(self) -> Loaded:
@@ -127,13 +129,13 @@ def load_ensemble(
         seen[key] = len(members)
         members.append(added[0])
         switches.append(added[1])
-    shared.finish(dtype, device)
+    threads_safe = shared.finish(dtype, device)
     refuse_unshared([member_of(m) for m in members], "ensemble", SHARED)
     norms = tuple(normalization(m.model.hf.config, m.name) if m.normalization is None else m.normalization
                   for m in members) if normalize else None  # fmt: skip
     rule = EnsembleRule(tuple(m.name for m in members), k, reward, norms, tuple(members[0].attributes))
     copies = len({id(m.model.hf) for m in members})
-    return Ensemble(members, EnsembleModel([m.model for m in members], switches), rule, copies)
+    return Ensemble(members, EnsembleModel([m.model for m in members], switches), rule, copies, threads_safe)
 
 
 def ensemble_layout(ensemble: Ensemble, prefix_cache: bool = True) -> tuple[Layout, EnsemblePrefix | None]:

@@ -56,10 +56,12 @@ def build_app(
     key: str | None = None,
     worker: int = 0,
     on_fatal: Callable[[], None] | None = None,
+    after_batch: Callable[[], None] | None = None,
 ) -> Starlette:
     """The application for one server process holding `scorer`; `key` None serves without authentication.
-    `on_fatal` is called (from the dying thread) when the model or preparation thread dies: the server stops."""
-    routes = Routes(scorer, cfg, worker, on_fatal)
+    `on_fatal` is called (from the dying thread) when the model or preparation thread dies: the server stops;
+    `after_batch` by the model thread after each batch."""
+    routes = Routes(scorer, cfg, worker, on_fatal, after_batch)
     posts = [Route(f"/{r}", routes.endpoint(r), methods=["POST"]) for r in POSTS]
     gets = [Route("/health", routes.health, methods=["GET"]), Route("/info", routes.info, methods=["GET"])]
     app = Starlette(
@@ -76,7 +78,8 @@ class Routes:
     """What the routes of one server process share: its scorer, its two threads (preparation, model) and the
     requests SIGTERM's drain cut off."""
 
-    def __init__(self, scorer: Scorer, cfg: ServeConfig, worker: int, on_fatal: Callable[[], None] | None):
+    def __init__(self, scorer: Scorer, cfg: ServeConfig, worker: int, on_fatal: Callable[[], None] | None,
+                 after_batch: Callable[[], None] | None = None):  # fmt: skip
         stopping = (lambda _error: on_fatal()) if on_fatal is not None else None
         self.scorer, self.cfg = scorer, cfg
         self.batcher = Batcher(
@@ -87,6 +90,8 @@ class Routes:
             max(scorer.max_length, MAX_ROW),
             cached=scorer.groups is not None,
             on_fatal=stopping,
+            threads=scorer.batch_threads(cfg.batch_threads),
+            after_batch=after_batch or (lambda: None),
         )
         self.preparer = Preparer(on_fatal=stopping)
         self.headers = {"x-rm-worker": str(worker)}

@@ -182,3 +182,15 @@ def parts_of(jobs: list[Job], budget: int, shared: bool, max_row: int, cached: b
 def cut(parts: list[Part], budget: int) -> list[list[Part]]:
     """`parts` in batches within `budget`, longest first."""
     return fill(sorted(parts, key=lambda p: -p.width), budget, Fill)
+
+
+def split(groups: list[EncodedGroup], n: int, shared: bool) -> list[list[EncodedGroup]]:
+    """`groups` in at most `n` runs, in order, of about the same tokens each (`cost`): the parts of one batch that
+    its threads score at once (`Batcher`), the rewards read back in order."""
+    total, done, out = sum(cost(g, shared) for g in groups), 0, [[]]
+    for g in groups:
+        if out[-1] and len(out) < n and done >= total * len(out) / n:
+            out.append([])
+        out[-1].append(g)
+        done += cost(g, shared)
+    return out

@@ -12,6 +12,9 @@ prompt is computed once (a group too large for the budget is cut into parts, eac
 Each reward is read at its own response's end and sees only its prompt and itself, so no reward depends on its
 batch neighbours (tests/serve/ checks against `rm score`'s rewards, 1e-5).
 
+With `threads` above 1 (--batch-threads) a batch's groups are scored in that many parts at once, in order, each
+part a forward of its own (on the CPU one forward leaves cores idle that another fills).
+
 A model error (out of memory, a bad kernel) fails the requests that had items in that batch, with their request
 ids logged, and the thread goes on with the next batch. A request whose client has gone (its coroutine
 cancelled: a disconnect, or the end of SIGTERM's drain) is dropped before its next batch, so nobody's texts are
@@ -27,9 +30,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from rm.collate.scoring import responses
-from rm.serve.batch_plan import MAX_ROW, Job, Output, Part, cost, cut, parts_of
+from rm.serve.batch_plan import MAX_ROW, Job, Output, Part, cost, cut, parts_of, split
 from rm.tokens.store import EncodedGroup
 
 log = logging.getLogger("rm.serve")
@@ -55,14 +59,16 @@ class Batcher:
         max_row: int = MAX_ROW,
         cached: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
+        threads: int = 1,
+        after_batch: Callable[[], None] = lambda: None,
     ):
-        self.forward = forward
+        self.forward, self.after_batch, self.threads = forward, after_batch, threads
+        self.parts = ThreadPoolExecutor(threads - 1, "rm-serve-part") if threads > 1 else None
+        """Where a batch's parts after the first are scored while this thread scores the first (`split`)."""
         self.shared = shared
         self.cached = cached
         """The forward scores a group's responses on its prompt's cache: a group is planned by its tokens."""
-        self.budget = max_batch_tokens
-        self.max_row = max_row
-        self.wait = max_wait_ms / 1000
+        self.budget, self.max_row, self.wait = max_batch_tokens, max_row, max_wait_ms / 1000
         self.queue: queue.Queue[Job | None] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="rm-serve-model", daemon=True)
         self.rounds: list[int] = []
@@ -90,14 +96,8 @@ class Batcher:
     def counters(self) -> dict[str, float | int]:
         """What GET /info reports of the model's work since the start: seconds in forwards, responses scored,
         tokens computed (padding not counted), requests queued, groups received and prompt tokens computed."""
-        return {
-            "busy_seconds": round(self.busy, 3),
-            "scored": self.scored,
-            "tokens": self.tokens,
-            "requests": self.requests,
-            "groups": self.groups,
-            "prompt_tokens": self.prompt_tokens,
-        }
+        names = ("scored", "tokens", "requests", "groups", "prompt_tokens")
+        return {"busy_seconds": round(self.busy, 3)} | {name: getattr(self, name) for name in names}
 
     def _prompt_cost(self, group: EncodedGroup) -> int:
         """Prompt tokens the model computes for `group`: once in the shared layout or on its prompt's cache (as
@@ -114,6 +114,8 @@ class Batcher:
         """Score what is queued, then end the thread (the server's shutdown, after its last request arrived)."""
         self.queue.put(None)
         self.thread.join()
+        if self.parts is not None:
+            self.parts.shutdown()
 
     async def score(self, request_id: str, items: list[list[EncodedGroup]]) -> list[list[Output]]:
         """Raw rewards per item (one per response, group after group), once the model thread has scored every
@@ -249,6 +251,19 @@ class Batcher:
             job.passed += 1
         return batch, rest
 
+    def _forward(self, groups: list[EncodedGroup]) -> list[Output]:
+        """The batch's rewards, its parts (`split`) scored at once; the first error raised once every part ended,
+        so no part of a batch runs beside the next batch."""
+        parts = split(groups, self.threads, self.shared)
+        if self.parts is None or len(parts) == 1:
+            return self.forward(groups)
+        others = [self.parts.submit(self.forward, part) for part in parts[1:]]
+        try:
+            first = self.forward(parts[0])
+        finally:
+            wait(others)
+        return first + [r for f in others for r in f.result()]
+
     def _score(self, batch: list[Part]) -> None:
         self._live([p.job for p in batch])  # forgets the jobs whose client went while this batch was cut
         live = [p for p in batch if not p.job.failed and not p.job.dropped]
@@ -257,7 +272,7 @@ class Batcher:
         started = time.monotonic()
         try:
             groups = [p.group for p in live]
-            rewards = self.forward(groups)
+            rewards = self._forward(groups)
             self.scored += responses(groups)
             self.tokens += sum(cost(g, self.shared) for g in groups)
             self.prompt_tokens += sum(self._prompt_cost(g) for g in groups)
@@ -269,6 +284,7 @@ class Batcher:
                     self._finish(p.job, None)
             return
         finally:
+            self.after_batch()  # the server gives the batch's freed memory back
             self.busy += time.monotonic() - started
         it = iter(rewards)  # one per response, part after part
         for p in live:

@@ -11,7 +11,8 @@ model thread scores what is queued) for up to --drain-seconds (what is still una
 log line), and exits 0. A server whose model or preparation thread died exits 1 (its /health said 503 first).
 The supervisor passes the signal on to its workers and exits 0 once all of them have, 1 if one failed.
 
-Each process that holds a model returns its large freed blocks to the system (`return_large_frees`).
+Each process that holds a model gives a batch's freed memory back to the system (`return_large_frees`,
+`give_back_freed`).
 """
 
 from __future__ import annotations
@@ -75,25 +76,43 @@ def worker_device(device: str, index: int) -> str:
     return f"cuda:{index % torch.cuda.device_count()}"
 
 
-MMAP_THRESHOLD = 1 << 20
-"""Bytes from which glibc serves an allocation with its own mapping, given back to the system when freed."""
+MMAP_THRESHOLD = 64 << 20
+"""Bytes from which glibc serves an allocation with a mapping of its own, given back to the system when freed."""
 
 
 def return_large_frees() -> bool:
-    """Blocks of MMAP_THRESHOLD bytes or more (a batch's activations) are given back to the system when freed; True
-    where that was set. glibc's default threshold rises to the largest block freed so far, after which such blocks
-    come from a heap that keeps what it once held: a server's batches vary in size, and its memory stayed at its
-    largest batch's plus the heap's fragments (measured in scripts/bench_serve.py --ensemble). Linux with glibc
-    only; a MALLOC_MMAP_THRESHOLD_ of the user's is kept."""
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    """Blocks of MMAP_THRESHOLD bytes or more (a long batch's attention scores) are mapped on their own and given
+    back when freed, and smaller ones come from the heap, whose free pages `give_back_freed` returns after each
+    batch; True where that was set. glibc's default threshold rises to the largest block freed so far (up to 32 MiB),
+    after which such blocks stay in a heap that keeps what it once held: a server's batches vary in size, and its
+    memory stayed at its largest batch's plus the heap's fragments. A threshold as low as 1 MiB gives every freed
+    block back at once but maps and faults in every large tensor anew: on the CPU, a forward took 1.3-1.6x as long
+    (measured in scripts/bench_serve.py --ensemble's set-up). Linux with glibc only; a MALLOC_MMAP_THRESHOLD_ of
+    the user's is kept."""
+    if LIBC is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
+    return bool(LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def give_back_freed() -> None:
+    """The heap's free pages back to the system (glibc's malloc_trim), after each batch: the next batch faults in
+    what it uses, a few hundredths of a second beside a forward of seconds on the CPU."""
+    if LIBC is not None:
+        LIBC.malloc_trim(0)
+
+
+def glibc() -> ctypes.CDLL | None:
+    """glibc, where this process runs on it (Linux); None elsewhere or on another C library."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (OSError, AttributeError):  # another C library
-        return False
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
 
 
+LIBC = glibc()
 M_MMAP_THRESHOLD = -3
 """mallopt's parameter number for the threshold (glibc's malloc.h)."""
 
@@ -138,6 +157,13 @@ def free_port(cfg: ServeConfig) -> int:
     return port
 
 
+KEEP_ALIVE_SECONDS = 20
+"""How long an idle connection is kept for its client's next request: longer than clients keep one in their pools
+(httpx 5 s, aiohttp 15 s), so that the client drops it first. At uvicorn's 5 s, a client that reused a 5-second-old
+connection as the server closed it got a read error (measured: one request in 400 of scripts/bench_serve.py
+--ensemble's three-server load, whose connections idle while the slowest server answers)."""
+
+
 def run(cfg: ServeConfig, scorer: Any, key: str | None, index: int, sock: socket.socket) -> int:
     """Serve the app on `sock` until a signal, then drain: 0; 1 when a thread the server needs died. uvicorn
     restores the signal handlers it found and raises the signal again after its shutdown: handlers that do nothing
@@ -152,13 +178,14 @@ def run(cfg: ServeConfig, scorer: Any, key: str | None, index: int, sock: socket
     def stop() -> None:  # from the dying thread: uvicorn's main loop sees the flag within 0.1 s
         servers[0].should_exit = True
 
-    app = build_app(scorer, cfg, key if cfg.auth else None, index, on_fatal=stop)
+    app = build_app(scorer, cfg, key if cfg.auth else None, index, on_fatal=stop, after_batch=give_back_freed)
     config = uvicorn.Config(
         app,
         http=guarded_protocol(connection_cap(cfg.max_connections), cfg.read_timeout),
         lifespan="on",
         access_log=cfg.access_log,
         server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=cfg.drain_seconds,  # type: ignore[arg-type] - asyncio.timeout takes a float
         log_level="info",
     )

@@ -66,12 +66,22 @@ class Scorer:
     """Transformers models held: an ensemble's LoRA members of one base share one (rm/scoring/ensemble_lora.py)."""
     eos: str = "none"
     """How each response ends (data.eos: rm/data/formats/text_rule.py), as the model was trained (`Loaded.eos`)."""
+    concurrent: bool = True
+    """Forwards may run in several threads at once (--batch-threads): False for an ensemble whose LoRA members are
+    switched for the whole model (rm/scoring/ensemble_lora.py)."""
 
     def __post_init__(self) -> None:
         self.attributes = model_attributes(self.model)
         """Names of outputs 1.. (model.head.attributes of an rm export); [] for a one-output model."""
         self.prefix = special_prefix(self.tokenizer)
         self.renderer = Renderer(self.tokenizer, version=self.text_version)  # as `rm score` renders
+
+    def batch_threads(self, asked: int) -> int:
+        """Parts of a batch scored at once (--batch-threads; 0: 2 on the CPU, 1 on a GPU, where forwards of one
+        process queue on one stream); 1 where the model cannot run in several threads (`concurrent`)."""
+        if not self.concurrent:
+            return 1
+        return asked or (1 if self.device.type == "cuda" else 2)
 
     @property
     def layout_name(self) -> str:
@@ -180,7 +190,7 @@ def load_ensemble_scorer(names: tuple[str, ...], *, device: str, dtype: str, tru
     return Scorer(
         ", ".join(names), ensemble.model, first.tokenizer,
         first.max_length, layout, first.device, None, groups, weights, first.text_version, first.step_separator,
-        ensemble.rule, ensemble.base_copies, first.eos,
+        ensemble.rule, ensemble.base_copies, first.eos, ensemble.threads_safe,
     )  # fmt: skip
 
 

@@ -70,6 +70,10 @@ class ServeConfig:
     """weights' dtype (bfloat16 halves the memory, on a GPU that has it)"""
     num_threads: int = option(0)
     """torch CPU threads per worker (0: the usable cores divided among the workers)"""
+    batch_threads: int = option(0)
+    """parts of one batch scored at once, each a forward in a thread of its own on num_threads torch threads (0: 2
+    on the CPU, where one forward leaves cores idle between its parallel operations and another part's fill them,
+    in the memory of one batch; 1 on a GPU)"""
     prefix_cache: bool = option(True, "--no-prefix-cache")
     """score a group's responses on its prompt's cached keys and values where the model allows it
     (rm/model/cached_prompt.py); off (--no-prefix-cache): in the shared layout's packed rows"""
@@ -111,8 +115,8 @@ class ServeConfig:
         ):
             if value < 1:
                 raise ConfigError(f"{flag} must be at least 1, got {value}")
-        if self.max_length < 0 or self.num_threads < 0:
-            raise ConfigError("--max-length and --num-threads cannot be negative")
+        if self.max_length < 0 or self.num_threads < 0 or self.batch_threads < 0:
+            raise ConfigError("--max-length, --num-threads and --batch-threads cannot be negative")
         for flag, value, top, low in (
             ("--max-wait-ms", self.max_wait_ms, MAX_WAIT_MS, 0.0),
             ("--read-timeout", self.read_timeout, MAX_SECONDS, 0.001),

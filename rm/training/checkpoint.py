@@ -36,7 +36,7 @@ from accelerate import Accelerator
 
 from rm.config import RunConfig, load_config, to_dict
 from rm.config.atomic import write_text
-from rm.config.loader import saved_split_version, saved_text_version
+from rm.config.loader import saved_eos, saved_split_version, saved_text_version
 from rm.config.rundir import (
     CONFIG,
     MARKER,
@@ -246,13 +246,18 @@ def checked_resume(cfg: RunConfig, path: Path | None, processes: int) -> RunConf
 def with_its_split(cfg: RunConfig, path: Path | None) -> RunConfig:
     """The config to resume checkpoint `path` with: its saved `data.split_version` (1, by record, where a run saved
     before the key existed has none), so that resuming keeps the held-out set it trained beside rather than draw
-    the current default's (which would train on prompts it held out so far)."""
+    the current default's (which would train on prompts it held out so far); its `data.text_version` and
+    `data.eos` likewise, so that the texts it goes on training on end as the ones it trained on."""
     if path is None or not (path / CONFIG).is_file():
         return cfg
     version, text = saved_split_version(path / CONFIG), saved_text_version(path / CONFIG)
     if text != cfg.data.text_version:  # and the record -> text rule it trained with, so its texts stay the same
         log.info("resuming with the checkpoint's record -> text rule: data.text_version=%s, as it was trained", text)
         cfg = replace(cfg, data=replace(cfg.data, text_version=text))
+    eos = saved_eos(path / CONFIG)
+    if eos != cfg.data.eos:  # and its responses' ending, which its export will record for every scorer
+        log.info("resuming with the checkpoint's response ending: data.eos=%s, as it was trained", eos)
+        cfg = replace(cfg, data=replace(cfg.data, eos=eos))
     if version == cfg.data.split_version:
         return cfg
     log.info("resuming with the checkpoint's hold-out rule: data.split_version=%s, as it was trained", version)

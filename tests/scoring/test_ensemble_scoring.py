@@ -197,7 +197,7 @@ def test_a_large_batch_runs_on_the_merged_weight_and_gives_peft_s_output():
     from peft import LoraConfig, get_peft_model
     from peft.tuners.lora import Linear
 
-    from rm.scoring.ensemble_lora import fuse_large_batches
+    from rm.scoring.ensemble_lora import activate, per_thread_adapters
 
     torch.manual_seed(0)
     net = get_peft_model(torch.nn.Sequential(torch.nn.Linear(16, 24)), LoraConfig(r=4, target_modules=["0"]))
@@ -208,7 +208,8 @@ def test_a_large_batch_runs_on_the_merged_weight_and_gives_peft_s_output():
     big, one = torch.randn(3, 40, 16), torch.randn(1, 1, 16)
     with torch.no_grad():
         expected = [Linear.forward(layer, x) for x in (big, one)]
-        fuse_large_batches(net)
+        per_thread_adapters(net)
+        activate(net, "default")
         calls = []
         delta = layer.get_delta_weight
         layer.get_delta_weight = lambda a: calls.append(a) or delta(a)
@@ -217,6 +218,51 @@ def test_a_large_batch_runs_on_the_merged_weight_and_gives_peft_s_output():
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=0)
     assert torch.equal(layer.base_layer.weight, base)
+
+
+def test_each_thread_runs_its_own_adapter_on_one_base():
+    """Two adapters (LoRA layer and score-head copy) on one base, each thread its own at once, against peft's
+    set_adapter forward of each, on a batch that takes the merged weight and on one that keeps the unmerged one."""
+    import threading
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rm.scoring.ensemble_lora import activate, per_thread_adapters
+
+    torch.manual_seed(0)
+    config = LoraConfig(r=4, target_modules=["0"], modules_to_save=["1"])
+    net = get_peft_model(torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.Linear(24, 1)), config)
+    net.add_adapter("other", config)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if ".default." in name or ".other." in name:
+                p.add_(torch.randn_like(p) * 0.1)
+    net.eval()
+    inputs = [torch.randn(3, 40, 16), torch.randn(1, 1, 16)]
+    with torch.no_grad():
+        expected = {}
+        for adapter in ("default", "other"):
+            net.set_adapter(adapter)
+            expected[adapter] = [net(x) for x in inputs]
+        assert not torch.allclose(expected["default"][0], expected["other"][0])
+        assert per_thread_adapters(net)
+    got, both = {}, threading.Barrier(2)
+
+    def run(adapter: str) -> None:
+        activate(net, adapter)
+        both.wait()  # the other thread has set its own adapter too
+        with torch.no_grad():
+            got[adapter] = [net(x) for _ in range(5) for x in inputs][-2:]
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in ("default", "other")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for adapter in ("default", "other"):
+        for g, e in zip(got[adapter], expected[adapter], strict=True):
+            torch.testing.assert_close(g, e, atol=1e-5, rtol=0)
 
 
 def test_templates_are_compared_on_the_text_they_write(lora_runs, tokenizer, tmp_path):

@@ -1,5 +1,6 @@
-"""A server process gives a freed batch's memory back (rm/serve/launch.py's `return_large_frees`): shown on glibc's
-own malloc, in a fresh interpreter each way, against glibc's default, which keeps it."""
+"""A server process gives a freed batch's memory back (rm/serve/launch.py's `return_large_frees`, and
+`give_back_freed` after each batch): shown on glibc's own malloc, in a fresh interpreter each way, against glibc's
+default, which keeps it."""
 
 import subprocess
 import sys
@@ -8,8 +9,8 @@ import pytest
 
 PROBE = """
 import ctypes, re, sys
-from rm.serve.launch import return_large_frees
-if sys.argv[1] == "set":
+from rm.serve.launch import MMAP_THRESHOLD, give_back_freed, return_large_frees
+if sys.argv[1] != "default":
     assert return_large_frees()
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
@@ -22,7 +23,13 @@ def touched(mb):
     return p
 libc.free(touched(16))  # the largest batch so far: glibc's default threshold rises to it (up to 32 MB)
 before = rss()
-libc.free(touched(8))  # a smaller batch: from the heap by default, kept there once freed
+block = touched(8)  # a smaller batch's tensor: from the heap
+guard = touched(1)  # still held after it: the freed block is a hole in the heap, not its top
+libc.free(block)
+if sys.argv[1] == "trimmed":
+    give_back_freed()  # what the model thread does after each batch
+large = touched(MMAP_THRESHOLD >> 20)  # a block at the threshold: mapped on its own, given back by free()
+libc.free(large)
 print(rss() - before)
 """
 
@@ -34,5 +41,7 @@ def test_a_freed_batch_goes_back_to_the_system():
         out = subprocess.run([sys.executable, "-c", PROBE, how], capture_output=True, text=True, env=env, check=True)
         return int(out.stdout.strip())
 
-    assert kept("default") >= 6  # glibc's default keeps the 8 MB block's pages
-    assert kept("set") <= 1
+    # each keeps the 1 MB guard, still held
+    assert kept("default") >= 7  # glibc's default keeps the 8 MB block's pages
+    assert kept("set") >= 7  # the threshold alone leaves a freed block inside the heap where it is
+    assert kept("trimmed") <= 2

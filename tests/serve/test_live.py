@@ -9,6 +9,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -162,6 +163,26 @@ def test_the_routes_docs_curl_commands_answer_as_they_say(servers, scorer):
     (group,) = answers["score_groups"][0]["rewards"]
     assert len(group) == 3 and answers["score_groups"][0]["truncated"] == [[False] * 3]
     assert len(answers["get_reward"][0]["rewards"]) == 1
+
+
+def test_an_idle_connection_outlives_a_client_pool_s_keep_alive(servers):
+    """A connection left idle for 6 s (httpx drops its idle ones after 5) still takes the next request: the server
+    never closes a connection that a client may be reusing at that moment."""
+    server = servers["workers"].wait()
+    parts = urlsplit(server.url)
+    head = f"GET /health HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        answers = []
+        for pause in (0, 6):
+            time.sleep(pause)
+            sock.sendall(head)
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.endswith(b"}"):
+                chunk = sock.recv(4096)
+                assert chunk, f"the server closed the connection after {pause} s idle"
+                reply += chunk
+            answers.append(reply.split(b" ", 2)[1])
+    assert answers == [b"200", b"200"]
 
 
 def test_two_cpu_workers_on_one_port_both_answer_with_the_same_rewards(servers, scorer):

@@ -137,7 +137,8 @@ def test_a_model_that_pools_the_sequence_is_refused(scorer):
 
 def test_steps_share_the_model_thread_and_a_forward_with_the_other_routes(scorer, api):
     """While the model thread holds a /score batch, a /score_steps request and another /score request queue; the
-    next forward scores both, on the model thread, each with its own numbers."""
+    next forward scores both, on the model thread, each with its own numbers (a batch in one part: --batch-threads
+    1, where the CPU's default 2 would score each group in a thread of its own)."""
     gate, busy = threading.Event(), threading.Event()
     forwards: list[tuple[int, int, str]] = []  # (stepwise groups, other groups, thread) per forward
 
@@ -154,7 +155,7 @@ def test_steps_share_the_model_thread_and_a_forward_with_the_other_routes(scorer
             assert gate.wait(DEADLINE)
         return scorer.forward(groups)
 
-    with client(scorer, max_wait_ms=0) as c, ThreadPoolExecutor(3) as pool:
+    with client(scorer, max_wait_ms=0, batch_threads=1) as c, ThreadPoolExecutor(3) as pool:
         batcher = c.app.state.batcher
         batcher.forward = watched
         first = pool.submit(c.post, "/score", json={"texts": [TEXT]})

@@ -60,12 +60,17 @@ def random_request(rng: random.Random) -> tuple[str, dict, list]:
 @pytest.mark.parametrize("layout", ["shared", "padded"])
 def test_a_random_concurrent_mix_gets_rm_scores_rewards_whatever_the_batching(exported_tiny, layout):
     """60 random requests from 12 threads, a budget small enough that groups are cut into parts and batches mix
-    requests, max_length 40 so that some texts are cut: every reward and flag equals the text's alone."""
+    requests, max_length 40 so that some texts are cut: every reward and flag equals the text's alone. The padded
+    layout's batches are scored in two parts at once (--batch-threads 2)."""
     base = scorer_for(str(exported_tiny), max_length=40)
     scorer = base if layout == "shared" else padded(base)
     rng = random.Random(27 if layout == "shared" else 28)
     requests = [random_request(rng) for _ in range(60)]
-    with client(scorer, max_batch_tokens=160, max_wait_ms=30) as c, ThreadPoolExecutor(12) as pool:
+    threads = 1 if layout == "shared" else 2
+    with (
+        client(scorer, max_batch_tokens=160, max_wait_ms=30, batch_threads=threads) as c,
+        ThreadPoolExecutor(12) as pool,
+    ):
         answers = list(pool.map(lambda r: c.post(r[0], json=r[1]), requests))
         rounds = list(c.app.state.batcher.rounds)
     assert max(rounds) > 1  # requests were coalesced
@@ -214,3 +219,18 @@ def test_serving_plans_on_scorings_unit():
         source = path.read_text()
         for name in ("ScoreSeq", "prompt_runs", "def segment", "def shared_length", "same_ids"):
             assert name not in source, f"{path.name} names {name}"
+
+
+def test_a_batch_splits_into_parts_in_order_of_about_equal_tokens():
+    """--batch-threads' parts: at most n, the groups in their order, each part within one group of total / n."""
+    from rm.serve.batch_plan import cost, split
+
+    rng = random.Random(3)
+    groups = [group(rng.randint(1, 30), [rng.randint(1, 20) for _ in range(rng.randint(1, 4))]) for _ in range(40)]
+    for n in (1, 2, 3, 7):
+        for shared in (True, False):
+            parts = split(groups, n, shared)
+            assert len(parts) == n and [g for p in parts for g in p] == groups
+            total, largest = sum(cost(g, shared) for g in groups), max(cost(g, shared) for g in groups)
+            assert all(abs(sum(cost(g, shared) for g in p) - total / n) <= largest for p in parts)
+    assert split(groups[:2], 3, True) == [[groups[0]], [groups[1]]]

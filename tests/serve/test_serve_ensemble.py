@@ -140,10 +140,11 @@ def test_lora_members_on_one_base_serve_each_member_s_rm_score(tokenizer, pairs,
     each = members_rewards(runs, [{"text": t} for t in texts], "reward", tmp_path)
     groups = [{"prompt": p.prompt, "responses": [p.chosen, p.rejected]} for p in pairs[:3]]
     each_group = members_rewards(runs, as_records(groups), "rewards", tmp_path)
-    with client(served(runs)) as c:
+    with client(served(runs), batch_threads=3) as c:  # each batch's parts in 3 threads, each with its adapters
         body = c.post("/score", json={"texts": texts}).json()
         grouped = c.post("/score_groups", json={"groups": groups}).json()  # on the prompts' cache, every member
         info = c.get("/info").json()
+        assert c.app.state.batcher.threads == 3
     np.testing.assert_allclose(np.moveaxis(np.array(body["member_rewards"]), -1, 0), each, atol=TOL, rtol=0)
     np.testing.assert_allclose(np.moveaxis(np.array(grouped["member_rewards"]), -1, 0), each_group, atol=TOL, rtol=0)
     np.testing.assert_allclose(body["rewards"], each.mean(axis=0), atol=TOL, rtol=0)

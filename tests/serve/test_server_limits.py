@@ -35,7 +35,8 @@ def scorer(exported_tiny):
         (["--read-timeout", "0"], "--read-timeout must be a number from 0.001 to 3600, got 0.0"),
         (["--drain-seconds", "1e9"], "--drain-seconds must be a number from 0 to 3600, got 1000000000.0"),
         (["--max-connections", "0"], "--max-connections must be at least 1, got 0"),
-        (["--max-length", "-5"], "--max-length and --num-threads cannot be negative"),
+        (["--max-length", "-5"], "--max-length, --num-threads and --batch-threads cannot be negative"),
+        (["--batch-threads", "-1"], "--max-length, --num-threads and --batch-threads cannot be negative"),
         (["--allow-host", "http://x/"], "--allow-host takes a host name (or *), got 'http://x/'"),
     ],
 )
@@ -186,3 +187,17 @@ def test_the_connection_cap_fits_the_open_file_limit(monkeypatch, caplog):
     assert "--max-connections 512 lowered to 8: the open-file limit is 64 (ulimit -n)" in caplog.text
     limits["now"] = (64, 4096)  # the soft limit can be raised toward the hard one: it is, and the cap holds
     assert connections.connection_cap(512) == 512 and limits["now"] == (568, 4096)
+
+
+def test_batch_threads_default_to_two_parts_on_the_cpu_and_one_on_a_gpu():
+    from types import SimpleNamespace
+
+    import torch
+
+    from rm.serve.scorer import Scorer
+
+    def parts(asked: int, device: str, concurrent: bool = True) -> int:
+        return Scorer.batch_threads(SimpleNamespace(concurrent=concurrent, device=torch.device(device)), asked)
+
+    assert (parts(0, "cpu"), parts(0, "cuda"), parts(3, "cpu"), parts(3, "cuda")) == (2, 1, 3, 3)
+    assert parts(0, "cpu", concurrent=False) == parts(3, "cpu", concurrent=False) == 1  # adapters switched globally

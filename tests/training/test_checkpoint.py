@@ -188,7 +188,7 @@ def test_prune_keeps_the_newest_complete_checkpoints(tmp_path):
 
 def test_resuming_a_run_saved_before_split_versions_keeps_its_hold_out_by_record(tmp_path):
     """A checkpoint whose config.yaml has no data.split_version held out by record: resuming it must too, or the
-    resumed run would train on pairs it held out and evaluate on others."""
+    resumed run would train on pairs it held out and evaluate on others. Its data.eos is kept the same way."""
     from rm.config import RunConfig
     from rm.training.checkpoint import with_its_split
 
@@ -200,3 +200,9 @@ def test_resuming_a_run_saved_before_split_versions_keeps_its_hold_out_by_record
     assert with_its_split(cfg, old).data.split_version == 1
     assert with_its_split(cfg, new).data.split_version == 2
     assert with_its_split(cfg, None) is cfg
+    from dataclasses import replace
+
+    eos = replace(cfg, data=replace(cfg.data, eos="eos"))
+    assert with_its_split(eos, old).data.eos == "none"  # saved before data.eos existed: responses ended bare
+    (new / "config.yaml").write_text("data:\n  eos: space_eos\n  split_version: 2\n")
+    assert with_its_split(cfg, new).data.eos == "space_eos"
