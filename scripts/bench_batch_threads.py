@@ -7,10 +7,11 @@ Set-up: scripts/bench_serve.py --ensemble's (run it once first; its --work folde
 model and its three LoRA members (r=16), the GRPO groups of real harmless-base prompts. The first `--requests`
 groups are planned as the server plans them (one batch of at most --max-batch-tokens) and scored by (m) one member
 loaded alone (merged, as `rm serve RUN` holds it) and (e) the three as `rm serve --ensemble` holds them, each with
-the batch in 1, 2, 3 ... parts at once (`Batcher`'s split, each part a forward in a thread of its own), with
---threads torch threads. Modes run in turns, interleaved (m1 m2 m3 e1 e2 e3, then again), after one untimed turn;
-the table gives the median wall time over turns and its ratio to the same model's one-part time. Rewards of every
-parted run are checked against the whole batch's (1e-5). The malloc setting of `rm serve` is applied first.
+the batch in 1, 2, 3 ... parts at once (the server's `Batcher._forward`, each part a forward in a thread of its
+own), with --threads torch threads. Modes run in turns, interleaved (m1 m2 m3 e1 e2 e3, then again), after one
+untimed turn; the table gives the median wall time over turns and its ratio to the same model's one-part time.
+Rewards of every parted run are checked against the whole batch's (1e-5). The malloc setting of `rm serve` is
+applied first.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,17 +46,6 @@ def batch(scorer, requests: list[dict], budget: int) -> list:
     return [p.group for p in cut(parts_of(jobs, budget, False, 8192, True), budget)[0]]
 
 
-def parted(forward, groups: list, parts: int, pool: ThreadPoolExecutor) -> list:
-    """The batch's rewards with its parts scored at once, as rm/serve/batcher.py scores them."""
-    from rm.serve.batch_plan import split
-
-    pieces = split(groups, parts, False)
-    others = [pool.submit(forward, p) for p in pieces[1:]]
-    first = forward(pieces[0])
-    wait(others)
-    return first + [r for f in others for r in f.result()]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "bench_serve" / "medium-seed0")
@@ -66,6 +55,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     args = parser.parse_args()
+    from rm.serve.batcher import Batcher
     from rm.serve.launch import return_large_frees
     from rm.serve.scorer import load_ensemble_scorer, load_scorer
 
@@ -80,14 +70,17 @@ def main() -> None:
     groups = batch(models["m"], requests, args.max_batch_tokens)
     tokens = sum(len(g.prompt_ids) + sum(map(len, g.response_ids)) for g in groups)
     print(f"one batch: {len(groups)} groups, {tokens} tokens; {args.threads} torch threads", flush=True)
-    pool = ThreadPoolExecutor(max(args.parts))
     whole = {name: models[name].forward(groups) for name in models}
-    times: dict[str, list[float]] = {f"{name}{k}": [] for name in models for k in args.parts}
+    batchers = {  # the server's own split and threads (`Batcher._forward`), its thread not started
+        f"{name}{k}": Batcher(models[name].forward, False, args.max_batch_tokens, 0, threads=k)
+        for name in models
+        for k in args.parts
+    }
+    times: dict[str, list[float]] = {mode: [] for mode in batchers}
     for turn in range(args.turns + 1):
         for mode in times:
-            model, k = models[mode[0]], int(mode[1:])
             started = time.perf_counter()
-            got = parted(model.forward, groups, k, pool)
+            got = batchers[mode]._forward(groups)
             elapsed = time.perf_counter() - started
             worst = max(abs(a - b) for x, y in zip(got, whole[mode[0]], strict=True)
                         for a, b in zip(*(v if isinstance(v, list) else [v] for v in (x, y)), strict=True))  # fmt: skip

@@ -87,7 +87,8 @@ def return_large_frees() -> bool:
     after which such blocks stay in a heap that keeps what it once held: a server's batches vary in size, and its
     memory stayed at its largest batch's plus the heap's fragments. A threshold as low as 1 MiB gives every freed
     block back at once but maps and faults in every large tensor anew: on the CPU, a forward took 1.3-1.6x as long
-    (measured in scripts/bench_serve.py --ensemble's set-up). Linux with glibc only; a MALLOC_MMAP_THRESHOLD_ of
+    (scripts/bench_serve.py --ensemble's models, one batch of 12,842 tokens; `MALLOC_MMAP_THRESHOLD_=1048576 python
+    scripts/bench_batch_threads.py` runs that batch under it). Linux with glibc only; a MALLOC_MMAP_THRESHOLD_ of
     the user's is kept."""
     if LIBC is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
